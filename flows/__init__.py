@@ -1,0 +1,1 @@
+"""Prefect flows: each reads as the story of one job; the work is in ``tasks`` and the core."""

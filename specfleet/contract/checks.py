@@ -1,0 +1,37 @@
+"""Equivalence gates and analysis settings (seed: "An equivalence test that survives numerics")."""
+
+from pydantic import Field, PositiveInt
+
+from specfleet.contract.base import ContractModel
+
+
+class StochasticTestSpec(ContractModel):
+    """A pre-specified two-sample test: sample size follows from these, not from the data."""
+
+    temperature: float = Field(1.0, gt=0)
+    tokens_per_sample: PositiveInt = 8
+    min_detectable_tv: float = Field(
+        0.1, gt=0, lt=1, description="Smallest total-variation discrepancy the test must detect."
+    )
+    significance: float = Field(0.05, gt=0, lt=0.5)
+    power: float = Field(0.8, gt=0.5, lt=1)
+    max_samples_per_prompt: PositiveInt = 400
+
+
+class EquivalenceSpec(ContractModel):
+    prompt_class: str | None = Field(None, description="Prompt class to probe; default the first.")
+    prompts: PositiveInt = 8
+    greedy_max_tokens: PositiveInt = 48
+    stochastic: StochasticTestSpec | None = None
+    quality_tolerance: float | None = Field(
+        None, gt=0, description="Allowed drop in a held-out task score, if a quality gate is run."
+    )
+
+
+class AnalysisSpec(ContractModel):
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    bootstrap_resamples: PositiveInt = 2000
+    seed: int = 0
+    concurrency_buckets: list[PositiveInt] = Field(
+        default_factory=list, description="Bucket edges for the k policy; default the measured levels."
+    )

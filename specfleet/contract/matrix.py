@@ -1,0 +1,87 @@
+"""Expand a ``SweepConfig`` into arms (one server each) and cells (one measured window each)."""
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import Field
+
+from specfleet.contract.arms import speculative_config
+from specfleet.contract.base import RecordModel
+from specfleet.contract.sweep import SweepConfig
+
+LoadMode = Literal["concurrency", "rate"]
+
+
+class ArmPlan(RecordModel):
+    """One server: the baseline or one (method, k)."""
+
+    arm: str = Field(description="Readable arm id, e.g. 'baseline' or 'draft-k3'.")
+    spec_name: str
+    method: str
+    k: int | None
+    speculative_config: dict[str, object] | None
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.k is None
+
+
+class CellIdentity(RecordModel):
+    """The contract identity of a cell. Its hash with the sweep fingerprint is the cell key."""
+
+    arm: str
+    method: str
+    k: int | None
+    load_mode: LoadMode
+    load_value: float
+    prompt_class: str
+    sampling: str
+    repeat: int
+    phase: Literal["main", "baseline_end"] = "main"
+
+    @property
+    def concurrency(self) -> int | None:
+        return int(self.load_value) if self.load_mode == "concurrency" else None
+
+    @property
+    def label(self) -> str:
+        load = f"c{int(self.load_value)}" if self.load_mode == "concurrency" else f"r{self.load_value:g}"
+        tail = f"r{self.repeat}" + ("-end" if self.phase == "baseline_end" else "")
+        return f"{self.arm} / {self.prompt_class} / {load} / {self.sampling} / {tail}"
+
+    def key(self, fingerprint_digest: str) -> str:
+        payload = json.dumps([self.model_dump(mode="json"), fingerprint_digest], sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def arm_plans(config: SweepConfig) -> list[ArmPlan]:
+    """The baseline first, then each speculative arm at each k, in config order."""
+    default_model = config.models.draft.path if config.models.draft else None
+    plans: list[ArmPlan] = []
+    for spec in config.arms:
+        if spec.method == "baseline":
+            plans.insert(0, ArmPlan(arm=spec.name, spec_name=spec.name, method="baseline", k=None,
+                                    speculative_config=None, env=dict(spec.env)))
+            continue
+        for k in spec.k:
+            plans.append(ArmPlan(
+                arm=f"{spec.name}-k{k}", spec_name=spec.name, method=spec.method, k=k,
+                speculative_config=speculative_config(spec, k, default_model), env=dict(spec.env),
+            ))
+    return plans
+
+
+def cell_identities(config: SweepConfig, arm: ArmPlan, phase: Literal["main", "baseline_end"] = "main") -> list[CellIdentity]:
+    """Cells of one arm: load level x prompt class x sampling x repeat."""
+    loads: list[tuple[LoadMode, float]] = [("concurrency", float(c)) for c in config.load.concurrency]
+    loads += [("rate", r) for r in config.load.rates_per_s]
+    return [
+        CellIdentity(arm=arm.arm, method=arm.method, k=arm.k, load_mode=mode, load_value=value,
+                     prompt_class=pc.name, sampling=s.name, repeat=rep, phase=phase)
+        for mode, value in loads
+        for pc in config.prompt_classes
+        for s in config.sampling
+        for rep in range(config.load.repeats)
+    ]

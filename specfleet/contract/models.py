@@ -1,0 +1,66 @@
+"""Models, engine and hardware sections of the benchmark contract (seed: "Benchmark contract")."""
+
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from specfleet.contract.base import ContractModel
+
+
+class ModelRef(ContractModel):
+    """A checkpoint by local path or hub id. Hashes are computed at run time, never typed in."""
+
+    path: str = Field(min_length=1, description="Local directory or hub id.")
+    revision: str | None = Field(None, description="Hub revision or commit.")
+    tokenizer: str | None = Field(None, description="Tokenizer path; defaults to the model path.")
+    quantization: str | None = Field(None, description="vLLM --quantization value, if any.")
+    dtype: str = Field("auto", description="vLLM --dtype.")
+
+    @property
+    def tokenizer_path(self) -> str:
+        return self.tokenizer or self.path
+
+
+class ModelsSpec(ContractModel):
+    target: ModelRef
+    draft: ModelRef | None = Field(
+        None, description="Default draft or speculator for arms that need one and name none."
+    )
+
+
+class EngineSpec(ContractModel):
+    """How each arm's vLLM server is started. Version is detected at run time."""
+
+    name: Literal["vllm"] = "vllm"
+    host: str = Field("127.0.0.1", description="Bind address of arm servers.")
+    api_key_env: str | None = Field(
+        None, description="Name of the environment variable holding the API key (never the key)."
+    )
+    extra_args: list[str] = Field(default_factory=list, description="Extra server CLI arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
+    max_model_len: PositiveInt | None = None
+    max_num_seqs: PositiveInt | None = None
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="Fraction of device memory; on CPU, of host memory."
+    )
+    cpu_kvcache_space_gib: PositiveFloat | None = Field(
+        None, description="VLLM_CPU_KVCACHE_SPACE for the CPU build."
+    )
+    startup_timeout_s: PositiveFloat = 600.0
+    stop_grace_s: PositiveFloat = 20.0
+
+
+class HardwareSpec(ContractModel):
+    """Hardware and money: the inputs of the whole-replica cost (seed: "Results template and calculator")."""
+
+    accelerator: str = Field(min_length=1, description="e.g. 'NVIDIA H200' or 'cpu'.")
+    accelerators_per_replica: PositiveInt = 1
+    tensor_parallel_size: PositiveInt = 1
+    interconnect: str | None = None
+    accelerator_hour_usd: PositiveFloat = Field(description="Fully loaded price per accelerator-hour.")
+    peak_demand_tokens_per_s: PositiveFloat = Field(
+        description="Peak demand in SLO-qualified output tokens per second."
+    )
+    price_is_illustrative: bool = Field(
+        False, description="True when the price is not the organization's real rate."
+    )

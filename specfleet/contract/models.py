@@ -43,7 +43,7 @@ class EngineSpec(ContractModel):
     gpu_memory_utilization: float | None = Field(
         None, gt=0, le=1, description="Fraction of device memory; on CPU, of host memory."
     )
-    cpu_kvcache_space_gib: PositiveFloat | None = Field(
+    cpu_kvcache_space_gib: PositiveInt | None = Field(
         None, description="VLLM_CPU_KVCACHE_SPACE for the CPU build."
     )
     startup_timeout_s: PositiveFloat = 600.0

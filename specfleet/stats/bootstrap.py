@@ -1,0 +1,95 @@
+"""Percentile-bootstrap intervals for speedups, over requests or over repeats.
+
+Every function takes a ``numpy.random.Generator`` (``default_rng(seed)``) so a run repeats.
+"""
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field
+
+from specfleet.contract.base import RecordModel
+
+FloatArray = npt.NDArray[np.float64]
+Basis = Literal["requests", "repeats"]
+
+
+class Interval(RecordModel):
+    """A point estimate with a percentile-bootstrap interval (None when it cannot be formed)."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+    confidence: float
+    basis: Basis = Field(description="What was resampled: requests within cells, or repeated cells.")
+    resamples: int
+
+
+def _indices(rng: np.random.Generator, n: int, resamples: int) -> npt.NDArray[np.intp]:
+    return rng.integers(0, n, size=(resamples, n))
+
+
+def mean_replicates(values: FloatArray, rng: np.random.Generator, resamples: int) -> FloatArray:
+    """Bootstrap replicates of the mean of ``values`` (e.g. one figure per repeat)."""
+    values = np.asarray(values, dtype=np.float64)
+    return values[_indices(rng, len(values), resamples)].mean(axis=1)
+
+
+def rate_replicates(
+    tokens: FloatArray, durations_s: FloatArray, rng: np.random.Generator, resamples: int
+) -> FloatArray:
+    """Replicates of sum(tokens) / sum(durations) over resampled requests, relative to the
+    full-sample value (1.0 = unchanged), so they can scale a cell's measured throughput."""
+    full = tokens.sum() / durations_s.sum()
+    if not full > 0:
+        return np.zeros(resamples)
+    idx = _indices(rng, len(tokens), resamples)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: FloatArray = tokens[idx].sum(axis=1) / durations_s[idx].sum(axis=1) / full
+    return out
+
+
+def pooled_percentile_replicates(
+    series: Sequence[FloatArray], q: float, rng: np.random.Generator, resamples: int
+) -> FloatArray:
+    """Cluster bootstrap: resample requests, pool their gaps, take the q-th percentile."""
+    lengths = np.asarray([len(s) for s in series], dtype=np.intp)
+    pooled = np.concatenate([*series, np.empty(0)])
+    if pooled.size == 0:
+        return np.full(resamples, np.nan)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    out = np.empty(resamples)
+    for b, idx in enumerate(_indices(rng, len(series), resamples)):
+        take = lengths[idx]
+        total = int(take.sum())
+        if total == 0:
+            out[b] = np.nan
+            continue
+        offsets = np.arange(total) - np.repeat(np.cumsum(take) - take, take)
+        out[b] = np.percentile(pooled[np.repeat(starts[idx], take) + offsets], q)
+    return out
+
+
+def ratio_interval(
+    estimate: float,
+    numerator: FloatArray,
+    denominator: FloatArray,
+    confidence: float,
+    basis: Basis,
+) -> Interval:
+    """Interval of numerator / denominator replicates around ``estimate``.
+
+    Replicates that are not finite (a zero denominator) are dropped; with fewer than
+    half left the interval is None.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)
+    finite = ratios[np.isfinite(ratios)]
+    low = high = None
+    if finite.size * 2 >= ratios.size and finite.size > 0:
+        tail = (1.0 - confidence) / 2.0 * 100.0
+        low, high = (float(x) for x in np.percentile(finite, [tail, 100.0 - tail]))
+    return Interval(estimate=estimate, low=low, high=high, confidence=confidence, basis=basis,
+                    resamples=int(ratios.size))

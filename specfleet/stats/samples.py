@@ -1,0 +1,85 @@
+"""``CellSample``: the per-request table of one cell, as numpy arrays, beside its ``CellResult``."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from specfleet.contract.workload import ItlStatistic
+from specfleet.errors import InputError
+from specfleet.results.cell import CellResult
+from specfleet.results.records import RequestRecord
+
+FloatArray = npt.NDArray[np.float64]
+NS_PER_MS = 1e6
+NS_PER_S = 1e9
+
+
+@dataclass(frozen=True, eq=False)
+class CellSample:
+    """One row per measured request (failed ones included, with 0 qualified tokens).
+
+    ``qualified_tokens``: output tokens of the request if it met its SLO, else 0.
+    ``durations_s``: send to last chunk (or to the failure), the request's busy time.
+    ``ttft_ms``: NaN where no first token arrived or the request failed.
+    ``itl_ms``: the SLO-bound ITL series of each completed request (empty otherwise).
+    """
+
+    cell: CellResult
+    qualified_tokens: FloatArray
+    durations_s: FloatArray
+    ttft_ms: FloatArray
+    itl_ms: tuple[FloatArray, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.qualified_tokens)
+        if n == 0:
+            raise InputError(f"cell {self.cell.identity.label}: no per-request rows")
+        if not (len(self.durations_s) == len(self.ttft_ms) == len(self.itl_ms) == n):
+            raise InputError(f"cell {self.cell.identity.label}: per-request arrays differ in length")
+        if np.any(self.qualified_tokens < 0) or np.any(self.durations_s < 0):
+            raise InputError(f"cell {self.cell.identity.label}: negative tokens or durations")
+
+    @classmethod
+    def from_records(
+        cls,
+        cell: CellResult,
+        records: Sequence[RequestRecord],
+        slo_met: Sequence[bool],
+        itl_statistic: ItlStatistic,
+    ) -> "CellSample":
+        """Build from the Parquet-loaded records; ``slo_met[i]`` is the metrics module's verdict."""
+        if len(slo_met) != len(records):
+            raise InputError(f"cell {cell.identity.label}: {len(slo_met)} SLO verdicts for {len(records)} records")
+        qualified = [float(r.streamed_tokens) if r.ok and met else 0.0 for r, met in zip(records, slo_met, strict=True)]
+        return cls(
+            cell=cell,
+            qualified_tokens=np.asarray(qualified, dtype=np.float64),
+            durations_s=np.asarray([_busy_ns(r) / NS_PER_S for r in records], dtype=np.float64),
+            ttft_ms=np.asarray(
+                [r.ttft_ns / NS_PER_MS if r.ok and r.ttft_ns is not None else np.nan for r in records],
+                dtype=np.float64,
+            ),
+            itl_ms=tuple(_itl_ms(r, itl_statistic) for r in records),
+        )
+
+    @property
+    def qualified_tokens_per_s(self) -> float:
+        """The cell's SLO-qualified accepted tokens per second (0 when the cell reported none)."""
+        return self.cell.throughput.qualified_tokens_per_s or 0.0
+
+    def pooled_itl_ms(self) -> FloatArray:
+        return np.concatenate([*self.itl_ms, np.empty(0)])
+
+
+def _busy_ns(record: RequestRecord) -> int:
+    ends = [t for t in (record.end_ns, record.chunk_ns[-1] if record.chunk_ns else None) if t is not None]
+    return max(0, max(ends) - record.send_ns) if ends else 0
+
+
+def _itl_ms(record: RequestRecord, statistic: ItlStatistic) -> FloatArray:
+    if not record.ok:
+        return np.empty(0)
+    gaps = record.itl_per_chunk_ns if statistic == "per_chunk" else record.itl_per_token_ns
+    return np.asarray(gaps, dtype=np.float64) / NS_PER_MS

@@ -1,0 +1,164 @@
+"""The seed's theoretical worksheet: speedup, best k, break-even alpha and Table 3.
+
+Two acceptance figures exist and must never be mixed (seed: "Four quantities replace one"):
+
+- ``ModelledAlpha``: the per-position acceptance probability of the closed-form model,
+  which assumes independent acceptances. Only the formula takes it.
+- ``ObservedAcceptanceRate``: the telemetry fraction r = accepted / proposed draft tokens.
+  It feeds only the fixed-k worksheet threshold ``r > c + v``.
+
+They are distinct types, so mypy rejects one where the other is expected, and the
+functions check at run time too.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy.optimize import brentq
+
+from specfleet.errors import InputError
+
+BREAKEVEN_XTOL = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ModelledAlpha:
+    """Modelled per-position acceptance probability, in [0, 1]."""
+
+    value: float
+
+    def __post_init__(self) -> None:
+        _unit_interval("alpha", self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedAcceptanceRate:
+    """Telemetry fraction r = accepted / proposed draft tokens, in [0, 1]."""
+
+    value: float
+
+    def __post_init__(self) -> None:
+        _unit_interval("acceptance rate r", self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class GridPoint:
+    alpha: float
+    k: int
+    speedup: float
+
+
+@dataclass(frozen=True, slots=True)
+class Table3Row:
+    """One alpha row of seed Table 3: S for each k, plus the k = stress_k stress columns."""
+
+    alpha: float
+    speedup_by_k: dict[int, float]
+    speedup_c_doubled: float
+    speedup_v_added: float
+
+
+def _unit_interval(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:  # also rejects NaN
+        raise InputError(f"{name} must be in [0, 1] (got {value!r})")
+
+
+def _check_costs(k: int, c: float, v: float) -> None:
+    if k < 1:
+        raise InputError(f"k must be a positive integer (got {k!r})")
+    if not c >= 0.0:
+        raise InputError(f"c (draft step / target step) must be >= 0 (got {c!r})")
+    if not v >= 0.0:
+        raise InputError(f"v (verification time per proposed token / target step) must be >= 0 (got {v!r})")
+
+
+def _alpha_value(alpha: ModelledAlpha) -> float:
+    if not isinstance(alpha, ModelledAlpha):
+        raise TypeError(f"expected ModelledAlpha, got {type(alpha).__name__}: never feed r into the formula")
+    return alpha.value
+
+
+def _tokens(a: float, k: int) -> float:
+    # Horner form of sum_{i=0..k} a^i: exact at a = 1 (k + 1) and stable near it.
+    total = 1.0
+    for _ in range(k):
+        total = 1.0 + a * total
+    return total
+
+
+def tokens_per_step(alpha: ModelledAlpha, k: int) -> float:
+    """E(alpha, k) = sum_{i=0..k} alpha^i: expected tokens per verification step."""
+    _check_costs(k, 0.0, 0.0)
+    return _tokens(_alpha_value(alpha), k)
+
+
+def net_speedup(alpha: ModelledAlpha, k: int, c: float, v: float = 0.0) -> float:
+    """S = E / (1 + k(c + v)). At v = 0 this is (1 - a^(k+1)) / ((1 - a)(kc + 1))."""
+    _check_costs(k, c, v)
+    return _tokens(_alpha_value(alpha), k) / (1.0 + k * (c + v))
+
+
+def best_k(alpha: ModelledAlpha, c: float, v: float = 0.0, k_max: int = 16) -> tuple[int, float]:
+    """The k in 1..k_max with the largest S (the smaller k on a tie) and that S."""
+    if k_max < 1:
+        raise InputError(f"k-max must be a positive integer (got {k_max!r})")
+    scored = [(net_speedup(alpha, k, c, v), -k) for k in range(1, k_max + 1)]
+    speedup, neg_k = max(scored)
+    return -neg_k, speedup
+
+
+def breakeven_alpha(k: int, c: float, v: float = 0.0) -> float | None:
+    """The alpha where S = 1, to 1e-9; None when no alpha in [0, 1] pays (k(c + v) >= k).
+
+    S rises strictly with alpha, from 1 / (1 + k(c + v)) at 0 to (k + 1) / (1 + k(c + v)) at 1.
+    """
+    _check_costs(k, c, v)
+    cost = 1.0 + k * (c + v)
+    if cost <= 1.0:
+        return 0.0
+    if k + 1.0 <= cost:
+        return None
+    root: float = brentq(lambda a: _tokens(a, k) - cost, 0.0, 1.0, xtol=BREAKEVEN_XTOL)
+    return root
+
+
+def speedup_grid(alphas: Sequence[float], ks: Sequence[int], c: float, v: float = 0.0) -> list[GridPoint]:
+    """S over alpha x k, alpha-major (seed Table 3 layout)."""
+    return [GridPoint(a, k, net_speedup(ModelledAlpha(a), k, c, v)) for a in alphas for k in ks]
+
+
+def table3(
+    alphas: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9),
+    ks: Sequence[int] = (1, 2, 3, 4, 5, 6, 7),
+    c: float = 0.05,
+    stress_k: int = 4,
+    stress_v: float = 0.25,
+) -> list[Table3Row]:
+    """Seed Table 3: S at v = 0 over alpha x k, plus k = stress_k with c doubled and with v added."""
+    rows = []
+    for a in alphas:
+        alpha = ModelledAlpha(a)
+        rows.append(Table3Row(
+            alpha=a,
+            speedup_by_k={k: net_speedup(alpha, k, c) for k in ks},
+            speedup_c_doubled=net_speedup(alpha, stress_k, 2 * c),
+            speedup_v_added=net_speedup(alpha, stress_k, c, stress_v),
+        ))
+    return rows
+
+
+def measured_decode_speedup(mean_acceptance_length: float, step_cost_ratio: float) -> float:
+    """Mean acceptance length (bonus token included) / (speculative iteration / baseline step)."""
+    if not mean_acceptance_length >= 1.0:
+        raise InputError(f"mean acceptance length must be >= 1 (got {mean_acceptance_length!r})")
+    if not step_cost_ratio > 0.0:
+        raise InputError(f"step cost ratio must be positive (got {step_cost_ratio!r})")
+    return mean_acceptance_length / step_cost_ratio
+
+
+def fixed_k_breaks_even(r: ObservedAcceptanceRate, c: float, v: float = 0.0) -> bool:
+    """Seed worksheet: L = 1 + k r beats the step cost 1 + k(c + v) exactly when r > c + v."""
+    if not isinstance(r, ObservedAcceptanceRate):
+        raise TypeError(f"expected ObservedAcceptanceRate, got {type(r).__name__}")
+    _check_costs(1, c, v)
+    return r.value > c + v

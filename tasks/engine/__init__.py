@@ -1,0 +1,1 @@
+"""Where the vLLM server is started, watched, scraped and stopped."""

@@ -1,0 +1,151 @@
+"""One arm's vLLM OpenAI-compatible server as a child process group.
+
+Started in its own session so that SIGTERM/SIGKILL reach the API server and every engine
+process it spawned; stopped on success, error and Ctrl-C, and at interpreter exit.
+"""
+
+import atexit
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from specfleet.server_args import SERVER_MODULE
+
+_LIVE: set["ArmServer"] = set()
+
+
+class ArmStartError(RuntimeError):
+    """The server did not become healthy; the message carries the tail of its log."""
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return "(no server log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ArmServer:
+    """``with ArmServer(...) as server:`` starts, waits for /health, and always stops."""
+
+    def __init__(
+        self,
+        args: list[str],
+        env: Mapping[str, str],
+        host: str,
+        port: int,
+        log_path: Path,
+        startup_timeout_s: float,
+        stop_grace_s: float = 20.0,
+        api_key: str | None = None,
+    ) -> None:
+        self.args = args
+        self.env = dict(env)
+        self.host = host
+        self.port = port
+        self.log_path = log_path
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.api_key = api_key
+        self.process: subprocess.Popen[bytes] | None = None
+        self.startup_s: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        env = {**os.environ, **self.env}
+        env.pop("OMP_NUM_THREADS", None)  # Ray sets it to the task's num_cpus; let vLLM size its pool
+        if self.api_key:
+            env["VLLM_API_KEY"] = self.api_key
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", SERVER_MODULE, *self.args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True,
+            )
+        _LIVE.add(self)
+        try:
+            self._wait_healthy(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - started
+
+    def _wait_healthy(self, started: float) -> None:
+        deadline = started + self.startup_timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                assert self.process is not None
+                code = self.process.poll()
+                if code is not None:
+                    raise ArmStartError(
+                        f"vLLM server exited with code {code} before becoming healthy; "
+                        f"log {self.log_path} ends:\n{log_tail(self.log_path)}"
+                    )
+                try:
+                    if client.get(f"{self.base_url}/health").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+        raise ArmStartError(
+            f"vLLM server not healthy within {self.startup_timeout_s:.0f}s; "
+            f"log {self.log_path} ends:\n{log_tail(self.log_path)}"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM to the whole group, SIGKILL after the grace period."""
+        process, self.process = self.process, None
+        _LIVE.discard(self)
+        if process is None:
+            return
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=self.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the whole group at once (fault injection and emergencies)."""
+        if self.process is not None:
+            _signal_group(self.process.pid, signal.SIGKILL)
+
+    def __enter__(self) -> "ArmServer":
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        server.stop()

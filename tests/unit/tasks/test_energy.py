@@ -1,0 +1,46 @@
+"""Energy: RAPL counters read and unwrap; no counter means None with a reason, never 0."""
+
+from pathlib import Path
+
+import pytest
+
+from tasks.energy import EnergyWindow, find_counter, rapl_counter
+
+
+def _zone(root: Path, name: str, energy_uj: int, range_uj: int) -> Path:
+    zone = root / name
+    zone.mkdir(parents=True)
+    (zone / "energy_uj").write_text(str(energy_uj))
+    (zone / "max_energy_range_uj").write_text(str(range_uj))
+    return zone
+
+
+def test_rapl_window_sums_packages_and_unwraps(tmp_path: Path) -> None:
+    a = _zone(tmp_path, "intel-rapl:0", 900_000, 1_000_000)
+    _zone(tmp_path, "intel-rapl:1", 100, 1_000_000)
+    _zone(tmp_path, "intel-rapl:0:0", 5, 1_000_000)  # a sub-zone (core): not counted again
+    counter, reason = rapl_counter(tmp_path)
+    assert counter is not None and reason == ""
+    window = EnergyWindow(counter, "")
+    window.begin()
+    (a / "energy_uj").write_text("200000")  # wrapped: +300,000 uJ
+    (tmp_path / "intel-rapl:1" / "energy_uj").write_text("2000100")
+    source, joules, why = window.end()
+    assert source == "rapl" and why is None
+    assert joules == pytest.approx(0.3 + 2.0)
+
+
+def test_no_counter_gives_null_energy_with_reason(tmp_path: Path) -> None:
+    counter, reason = rapl_counter(tmp_path)
+    assert counter is None and "no RAPL" in reason
+    window = EnergyWindow(None, reason)
+    window.begin()
+    assert window.end() == ("none", None, reason)
+
+
+def test_this_machine_reports_none_or_a_real_source() -> None:
+    counter, reason = find_counter()
+    if counter is None:
+        assert "NVML" in reason and reason
+    else:
+        assert counter.source in {"nvml", "rapl"}

@@ -22,8 +22,9 @@ def server_args(
     """Arguments after ``python -m vllm.entrypoints.openai.api_server``.
 
     ``resolved`` maps model names in the config (e.g. ``fixture:target``) to what the
-    server loads; names not in it are passed as they are. The API key is not here: it travels in the environment (VLLM_API_KEY) so it never
-    appears in a process listing or a log.
+    server loads; names not in it are passed as they are. The API key is not here: it
+    travels in the environment (VLLM_API_KEY) so it never appears in a process listing
+    or a log.
     """
     args = [
         "--model", resolved.get(target.path, target.path),

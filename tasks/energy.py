@@ -6,13 +6,16 @@ reason (measurement.md: Zeus and MLflow pitfalls).
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
+
+from specfleet.results import EnergyReading
 
 RAPL_ROOT = Path("/sys/class/powercap")
+EnergySource = Literal["nvml", "rapl"]
 
 
 class EnergyCounter(Protocol):
-    source: str
+    source: EnergySource
 
     def read_j(self) -> float: ...
 
@@ -22,12 +25,13 @@ class NvmlCounter:
     """Sum of ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since driver load) over GPUs."""
 
     handles: list[object]
-    source: str = "nvml"
+    source: EnergySource = "nvml"
 
     def read_j(self) -> float:
         import pynvml
 
-        return sum(pynvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in self.handles) / 1000.0
+        total_mj = sum(int(pynvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in self.handles)
+        return total_mj / 1000.0
 
 
 @dataclass
@@ -35,7 +39,7 @@ class RaplCounter:
     """Sum of package-level ``energy_uj`` counters, unwrapped against ``max_energy_range_uj``."""
 
     zones: list[Path]
-    source: str = "rapl"
+    source: EnergySource = "rapl"
 
     def __post_init__(self) -> None:
         self._last = [self._raw(z) for z in self.zones]
@@ -94,7 +98,7 @@ def find_counter(prefer_gpu: bool = True) -> tuple[EnergyCounter | None, str]:
 
 
 class EnergyWindow:
-    """``begin()`` then ``end()`` -> (source, joules or None, reason or None)."""
+    """``begin()`` then ``end()`` -> the window's ``EnergyReading`` (joules None when unmeasured)."""
 
     def __init__(self, counter: EnergyCounter | None, reason: str) -> None:
         self.counter = counter
@@ -104,7 +108,8 @@ class EnergyWindow:
     def begin(self) -> None:
         self._start_j = self.counter.read_j() if self.counter is not None else None
 
-    def end(self) -> tuple[str, float | None, str | None]:
+    def end(self) -> EnergyReading:
         if self.counter is None or self._start_j is None:
-            return "none", None, self.reason or "no energy counter"
-        return self.counter.source, self.counter.read_j() - self._start_j, None
+            return EnergyReading(source="none", joules=None, reason=self.reason or "no energy counter")
+        source: EnergySource = self.counter.source
+        return EnergyReading(source=source, joules=self.counter.read_j() - self._start_j)

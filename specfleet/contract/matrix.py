@@ -73,7 +73,9 @@ def arm_plans(config: SweepConfig) -> list[ArmPlan]:
     return plans
 
 
-def cell_identities(config: SweepConfig, arm: ArmPlan, phase: Literal["main", "baseline_end"] = "main") -> list[CellIdentity]:
+def cell_identities(
+    config: SweepConfig, arm: ArmPlan, phase: Literal["main", "baseline_end"] = "main"
+) -> list[CellIdentity]:
     """Cells of one arm: load level x prompt class x sampling x repeat."""
     loads: list[tuple[LoadMode, float]] = [("concurrency", float(c)) for c in config.load.concurrency]
     loads += [("rate", r) for r in config.load.rates_per_s]

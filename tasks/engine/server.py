@@ -5,6 +5,7 @@ process it spawned; stopped on success, error and Ctrl-C, and at interpreter exi
 """
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -116,10 +117,8 @@ class ArmServer:
         if process is None:
             return
         _signal_group(process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            pass
         _signal_group(process.pid, signal.SIGKILL)
         process.wait()
 
@@ -139,10 +138,8 @@ class ArmServer:
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @atexit.register

@@ -25,9 +25,9 @@ def test_rapl_window_sums_packages_and_unwraps(tmp_path: Path) -> None:
     window.begin()
     (a / "energy_uj").write_text("200000")  # wrapped: +300,000 uJ
     (tmp_path / "intel-rapl:1" / "energy_uj").write_text("2000100")
-    source, joules, why = window.end()
-    assert source == "rapl" and why is None
-    assert joules == pytest.approx(0.3 + 2.0)
+    reading = window.end()
+    assert reading.source == "rapl" and reading.reason is None
+    assert reading.joules == pytest.approx(0.3 + 2.0)
 
 
 def test_no_counter_gives_null_energy_with_reason(tmp_path: Path) -> None:
@@ -35,7 +35,8 @@ def test_no_counter_gives_null_energy_with_reason(tmp_path: Path) -> None:
     assert counter is None and "no RAPL" in reason
     window = EnergyWindow(None, reason)
     window.begin()
-    assert window.end() == ("none", None, reason)
+    reading = window.end()
+    assert (reading.source, reading.joules, reading.reason) == ("none", None, reason)
 
 
 def test_this_machine_reports_none_or_a_real_source() -> None:

@@ -1,0 +1,111 @@
+"""``specfleet measure``: one cell against an already running OpenAI-compatible endpoint."""
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.errors import exit_on_error
+from specfleet.contract import CellIdentity, SamplingSpec, SLOSpec
+from specfleet.errors import InputError
+from specfleet.results import CellResult, DistributionSummary
+
+NO_SLO_MS = float("inf")
+
+
+def _figures(summary: DistributionSummary) -> dict[str, float | None]:
+    def value(p: object) -> float | None:
+        return getattr(p, "value", None)
+
+    return {"p50": value(summary.p50), "p95": value(summary.p95), "p99": value(summary.p99), "mean": summary.mean}
+
+
+def measure_json(cell: CellResult, slo_given: bool) -> dict[str, object]:
+    """The flat JSON of ``specfleet measure --json``."""
+    spec = cell.spec_decode
+    return {
+        "status": cell.status,
+        "reasons": cell.reasons,
+        "completed": cell.completed,
+        "failed": cell.failed,
+        "ttft_ms": _figures(cell.ttft_ms),
+        "itl_ms": _figures(cell.itl_per_chunk_ms),
+        "itl_per_token_ms": _figures(cell.itl_per_token_ms),
+        "tpot_ms": _figures(cell.tpot_ms),
+        "e2e_ms": _figures(cell.e2e_ms),
+        "output_tokens_per_s": cell.throughput.output_tokens_per_s,
+        "qualified_tokens_per_s": cell.throughput.qualified_tokens_per_s,
+        "request_goodput_per_s": cell.throughput.request_goodput_per_s,
+        "slo_applied": slo_given,
+        "acceptance_rate": spec.acceptance_rate if spec else None,
+        "mean_acceptance_length": spec.mean_acceptance_length if spec else None,
+        "acceptance_per_position": spec.acceptance_per_position if spec else None,
+        "spec_decode_unavailable": cell.spec_decode_unavailable,
+        "kv_cache": cell.kv_cache.model_dump() if cell.kv_cache else None,
+        "energy": cell.energy.model_dump(),
+        "client_lag_p99_ms": cell.client_lag_p99_ms,
+    }
+
+
+def measure(
+    endpoint: Annotated[str, typer.Option(help="Base URL, e.g. http://127.0.0.1:8000")],
+    model: Annotated[str, typer.Option(help="Served model name.")],
+    prompts: Annotated[str, typer.Option(help="A bundled class name or a JSONL/ShareGPT file.")],
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Closed loop: requests in flight.")] = None,
+    rate: Annotated[float | None, typer.Option(min=0.0, help="Open loop: Poisson arrivals per second.")] = None,
+    requests: Annotated[int, typer.Option(min=1, help="Measured requests.")] = 32,
+    warmup: Annotated[int, typer.Option(min=0, help="Unmeasured warm-up requests.")] = 2,
+    max_tokens: Annotated[int, typer.Option(min=1)] = 64,
+    slo_ttft_ms: Annotated[float | None, typer.Option(min=0.0)] = None,
+    slo_itl_ms: Annotated[float | None, typer.Option(min=0.0)] = None,
+    slo_percentile: Annotated[float, typer.Option(min=0.0, max=100.0)] = 95.0,
+    temperature: Annotated[float, typer.Option(min=0.0)] = 0.0,
+    ignore_eos: Annotated[bool, typer.Option(help="Fix output length at --max-tokens.")] = True,
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Also store the cell and its Parquet here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Measure one cell against a running endpoint (a canary, a replica, an arm started by hand)."""
+    from tasks.cell import CellPlan, Endpoint, measure_cell
+    from tasks.endpoint_check import check_openai_endpoint
+    from tasks.energy import EnergyWindow, find_counter
+    from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings
+    from tasks.prompt_sets import resolve_prompts
+    from tasks.store import ResultsStore
+
+    with exit_on_error():
+        if (concurrency is None) == (rate is None):
+            raise InputError("give exactly one of --concurrency or --rate")
+        if rate is not None and rate <= 0:
+            raise InputError(f"--rate must be positive (got {rate})")
+        items = resolve_prompts(prompts)
+        key = os.environ.get(api_key_env) if api_key_env else None
+        check_openai_endpoint(endpoint, model, key)
+        slo_given = slo_ttft_ms is not None or slo_itl_ms is not None
+        slo = SLOSpec(ttft_ms=slo_ttft_ms or NO_SLO_MS, itl_ms=slo_itl_ms or NO_SLO_MS, percentile=slo_percentile)
+        load: Load = ClosedLoop(concurrency) if concurrency is not None else PoissonArrivals(rate or 1.0, 0)
+        identity = CellIdentity(
+            arm="endpoint", method="unknown", k=None, load_mode="concurrency" if concurrency else "rate",
+            load_value=float(concurrency or rate or 0), prompt_class=prompts, sampling="cli", repeat=0,
+        )
+        settings = RequestSettings(
+            endpoint="chat" if items[0].messages is not None else "completions", model=model,
+            max_tokens=max_tokens, ignore_eos=ignore_eos, sampling=SamplingSpec(name="cli", temperature=temperature),
+            timeout_s=300.0,
+        )
+        plan = CellPlan(identity=identity, key=identity.key("measure"), prompts=items, settings=settings,
+                        load=load, requests=requests, warmup_requests=warmup, slo=slo, max_error_fraction=1.0)
+        store = ResultsStore(out, "measure") if out else None
+        counter, reason = find_counter()
+        cell = asyncio.run(measure_cell(Endpoint(endpoint.rstrip("/"), model, key), plan,
+                                        EnergyWindow(counter, reason), store))
+    result = measure_json(cell, slo_given)
+    if as_json:
+        print(json.dumps(result))
+        return
+    from cli.render import print_measurement
+
+    print_measurement(result)

@@ -1,0 +1,17 @@
+"""Measured results: per-request records and per-cell summaries."""
+
+from specfleet.results.cell import (
+    CellResult,
+    DistributionSummary,
+    EnergyReading,
+    KVCacheInfo,
+    PercentileEstimate,
+    SpecDecodeStats,
+    Throughput,
+)
+from specfleet.results.records import RequestRecord
+
+__all__ = [
+    "CellResult", "DistributionSummary", "EnergyReading", "KVCacheInfo", "PercentileEstimate",
+    "RequestRecord", "SpecDecodeStats", "Throughput",
+]

@@ -1,0 +1,109 @@
+"""``CellResult``: everything one measured cell reports, with its contract identity."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from specfleet.contract.base import RecordModel
+from specfleet.contract.matrix import CellIdentity
+
+CellStatus = Literal["ok", "invalid", "failed"]
+
+
+class PercentileEstimate(RecordModel):
+    """A percentile with its distribution-free (order-statistic) confidence interval."""
+
+    value: float
+    ci_low: float | None = Field(description="None when the sample is too small for an interval.")
+    ci_high: float | None
+    enough_samples: bool = Field(description="False when n is too small for this percentile to mean much.")
+
+
+class DistributionSummary(RecordModel):
+    """Summary of one series in milliseconds. Empty series give count 0 and None figures."""
+
+    unit: str = "ms"
+    count: int
+    mean: float | None
+    p50: PercentileEstimate | None
+    p95: PercentileEstimate | None
+    p99: PercentileEstimate | None
+
+
+class SpecDecodeStats(RecordModel):
+    """Deltas of vLLM's spec-decode counters over the measured window, summed over engines.
+
+    ``acceptance_rate`` is the telemetry fraction r = accepted / draft tokens. It is not the
+    modelled per-position alpha of the seed's formula and must never be fed into it.
+    """
+
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    accepted_per_position: list[int]
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None = Field(description="1 + accepted / drafts (bonus token included).")
+    acceptance_per_position: list[float]
+
+
+class KVCacheInfo(RecordModel):
+    """From the gauge ``vllm:cache_config_info``; fields the engine did not expose are None."""
+
+    kv_cache_size_tokens: int | None = None
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    kv_cache_max_concurrency: float | None = None
+    kv_cache_memory_bytes: int | None = None
+
+
+class EnergyReading(RecordModel):
+    """Energy over the measured window. ``joules`` is None (never 0) when nothing could be read."""
+
+    source: Literal["nvml", "rapl", "none"]
+    joules: float | None
+    reason: str | None = Field(None, description="Why there is no reading, when source is 'none'.")
+    j_per_output_token: float | None = None
+    j_per_qualified_token: float | None = None
+
+
+class Throughput(RecordModel):
+    duration_s: float
+    output_tokens: int
+    qualified_output_tokens: int
+    output_tokens_per_s: float | None
+    qualified_tokens_per_s: float | None = Field(
+        description="SLO-qualified accepted output tokens per second: tokens of requests that met the SLO."
+    )
+    request_goodput_per_s: float | None = Field(description="Requests per second that met the SLO.")
+    requests_per_s: float | None
+
+
+class CellResult(RecordModel):
+    identity: CellIdentity
+    key: str
+    status: CellStatus
+    reasons: list[str] = Field(default_factory=list)
+    requests_planned: int
+    completed: int
+    failed: int
+    slo_met: int
+    ttft_ms: DistributionSummary
+    itl_per_chunk_ms: DistributionSummary
+    itl_per_token_ms: DistributionSummary
+    tpot_ms: DistributionSummary
+    e2e_ms: DistributionSummary
+    throughput: Throughput
+    spec_decode: SpecDecodeStats | None = None
+    spec_decode_unavailable: str | None = None
+    kv_cache: KVCacheInfo | None = None
+    energy: EnergyReading
+    client_lag_p99_ms: float | None = Field(
+        None, description="p99 lateness of the client's event loop; high means the client, not the server, was slow."
+    )
+    records_file: str | None = Field(None, description="Per-request Parquet, relative to the results dir.")
+    engine_version: str | None = None
+    started_at: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.status == "ok"

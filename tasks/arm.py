@@ -1,0 +1,142 @@
+"""One arm's whole server life: start, equivalence probes, its cells, stop.
+
+This is the unit of work a Ray task runs (``tasks/ray_arms.py``); it returns plain results
+and writes each cell to the results store as soon as it is measured.
+"""
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
+from specfleet.prompts import PromptItem
+from specfleet.results import CellResult
+from specfleet.server_args import server_args, server_env
+from specfleet.stats.equivalence import stochastic_sample_size
+from tasks.cell import CellPlan, Endpoint, measure_cell
+from tasks.energy import EnergyWindow, find_counter
+from tasks.engine.ports import free_port
+from tasks.engine.server import ArmServer, ArmStartError
+from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings
+from tasks.probes import ProbeEndpoint, ProbeSamples, greedy_probe, stochastic_probe
+from tasks.store import ResultsStore
+from tasks.versions import engine_distribution
+
+SERVED_MODEL_NAME = "specfleet-target"
+
+
+@dataclass
+class ArmOutcome:
+    """What came of one arm; ``error`` is set when the server failed to start or died."""
+
+    arm: str
+    cells: list[CellResult] = field(default_factory=list)
+    error: str | None = None
+    startup_s: float | None = None
+    probe_s: float = 0.0
+    measure_s: float = 0.0
+    wall_s: float = 0.0
+
+
+def api_key(config: SweepConfig) -> str | None:
+    name = config.engine.api_key_env
+    return os.environ.get(name) if name else None
+
+
+def probe_prompts(config: SweepConfig, prompts_by_class: dict[str, list[PromptItem]]) -> list[PromptItem]:
+    name = config.equivalence.prompt_class or config.prompt_classes[0].name
+    return prompts_by_class[name][: config.equivalence.prompts]
+
+
+def stochastic_samples_per_prompt(config: SweepConfig, prompts: int) -> int:
+    """The pre-specified sample size for the declared discrepancy, significance and power."""
+    spec = config.equivalence.stochastic
+    assert spec is not None
+    needed = stochastic_sample_size(spec.min_detectable_tv, spec.significance, spec.power, prompts,
+                                    spec.tokens_per_sample)
+    return min(needed, spec.max_samples_per_prompt)
+
+
+def cell_plan(
+    config: SweepConfig, identity: CellIdentity, key: str, prompts: Sequence[PromptItem]
+) -> CellPlan:
+    pclass = next(p for p in config.prompt_classes if p.name == identity.prompt_class)
+    sampling = next(s for s in config.sampling if s.name == identity.sampling)
+    load: Load = (ClosedLoop(int(identity.load_value)) if identity.load_mode == "concurrency"
+                  else PoissonArrivals(identity.load_value, config.load.arrival_seed))
+    settings = RequestSettings(
+        endpoint="chat" if prompts and prompts[0].messages is not None else "completions",
+        model=SERVED_MODEL_NAME, max_tokens=pclass.max_output_tokens, ignore_eos=config.load.ignore_eos,
+        sampling=sampling, timeout_s=config.load.request_timeout_s,
+    )
+    return CellPlan(
+        identity=identity, key=key, prompts=prompts, settings=settings, load=load,
+        requests=config.load.requests_per_cell, warmup_requests=config.load.warmup_requests,
+        slo=config.slo, max_error_fraction=config.load.max_error_fraction,
+    )
+
+
+def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_path: Path) -> ArmServer:
+    port = free_port(config.engine.host)
+    args = server_args(config.engine, config.models.target, arm, resolved, port, SERVED_MODEL_NAME)
+    return ArmServer(
+        args, server_env(config.engine, arm), config.engine.host, port, log_path,
+        config.engine.startup_timeout_s, config.engine.stop_grace_s, api_key(config),
+    )
+
+
+async def _probe(config: SweepConfig, arm: ArmPlan, server: ArmServer, prompts: list[PromptItem],
+                 store: ResultsStore) -> None:
+    """Greedy continuations (twice on the baseline: the numerical-stability control) and samples."""
+    endpoint = ProbeEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
+    samples = ProbeSamples(greedy=await greedy_probe(endpoint, prompts, config.equivalence.greedy_max_tokens))
+    payload: dict[str, object] = {"arm": arm.arm, "greedy": samples.greedy}
+    if arm.is_baseline:
+        payload["greedy_repeat"] = await greedy_probe(endpoint, prompts, config.equivalence.greedy_max_tokens)
+    spec = config.equivalence.stochastic
+    if spec is not None:
+        n = stochastic_samples_per_prompt(config, len(prompts))
+        payload["stochastic"] = await stochastic_probe(
+            endpoint, prompts, n, spec.tokens_per_sample, spec.temperature, config.analysis.seed)
+    store.write_json(f"equivalence/{arm.arm}.json", payload)
+
+
+def run_arm(
+    config: SweepConfig,
+    arm: ArmPlan,
+    cells: Sequence[tuple[CellIdentity, str]],
+    resolved: dict[str, str],
+    prompts_by_class: dict[str, list[PromptItem]],
+    store: ResultsStore,
+    probe: bool = True,
+) -> ArmOutcome:
+    """Start the arm's server, probe equivalence, measure each (identity, key) cell, stop."""
+    started = time.monotonic()
+    outcome = ArmOutcome(arm=arm.arm)
+    counter, reason = find_counter()
+    energy = EnergyWindow(counter, reason)
+    engine_version = engine_distribution()[1]
+    try:
+        with _server(config, arm, resolved, store.log_path(arm.arm)) as server:
+            outcome.startup_s = server.startup_s
+            if probe:
+                t0 = time.monotonic()
+                asyncio.run(_probe(config, arm, server, probe_prompts(config, prompts_by_class), store))
+                outcome.probe_s = time.monotonic() - t0
+            endpoint = Endpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
+            for identity, key in cells:
+                t0 = time.monotonic()
+                plan = cell_plan(config, identity, key, prompts_by_class[identity.prompt_class])
+                cell = asyncio.run(measure_cell(endpoint, plan, energy, store, server.alive, engine_version))
+                outcome.measure_s += time.monotonic() - t0
+                outcome.cells.append(cell)
+                if not server.alive():
+                    outcome.error = f"server died during cell {identity.label}"
+                    break
+    except ArmStartError as err:
+        outcome.error = str(err)
+    outcome.wall_s = time.monotonic() - started
+    return outcome

@@ -1,0 +1,125 @@
+"""Measure one cell against a running OpenAI-compatible endpoint and store it as it finishes."""
+
+import contextlib
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import httpx
+
+from specfleet.contract import CellIdentity, SLOSpec
+from specfleet.metrics import assemble_cell
+from specfleet.prompts import PromptItem
+from specfleet.results import CellResult, SpecDecodeStats
+from specfleet.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
+from tasks.energy import EnergyWindow
+from tasks.loadgen import Load, LoadResult, RequestSettings, records_to_frame, run_load
+from tasks.store import ResultsStore
+
+CLIENT_LAG_LIMIT_MS = 50.0
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    model: str
+    api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """Everything one measured window needs besides the endpoint."""
+
+    identity: CellIdentity
+    key: str
+    prompts: Sequence[PromptItem]
+    settings: RequestSettings
+    load: Load
+    requests: int
+    warmup_requests: int
+    slo: SLOSpec
+    max_error_fraction: float
+
+
+async def _scrape(client: httpx.AsyncClient) -> str | None:
+    try:
+        response = await client.get("/metrics")
+        return response.text if response.status_code == 200 else None
+    except httpx.HTTPError:
+        return None
+
+
+async def _reset_prefix_cache(client: httpx.AsyncClient) -> None:
+    """Between cells, so repeats are comparable. Servers without the endpoint are left as they are."""
+    with contextlib.suppress(httpx.HTTPError):
+        await client.post("/reset_prefix_cache")
+
+
+def _spec_decode(before: str | None, after: str | None) -> tuple[SpecDecodeStats | None, str | None]:
+    if before is None or after is None:
+        return None, "the endpoint exposes no /metrics"
+    start, end = parse_spec_decode_counters(before), parse_spec_decode_counters(after)
+    if start is None or end is None:
+        return None, "no spec-decode counters on /metrics (no speculation on this server)"
+    return spec_decode_delta(start, end), None
+
+
+async def measure_cell(
+    endpoint: Endpoint,
+    plan: CellPlan,
+    energy: EnergyWindow,
+    store: ResultsStore | None = None,
+    server_alive: Callable[[], bool] | None = None,
+    engine_version: str | None = None,
+) -> CellResult:
+    """Warm up, snapshot telemetry, run the measured requests, snapshot again, assemble, store."""
+    started_at = datetime.now(UTC).isoformat()
+    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    async with httpx.AsyncClient(base_url=endpoint.base_url, headers=headers, timeout=10) as client:
+        await _reset_prefix_cache(client)
+        snapshots: dict[str, str | None] = {}
+
+        async def before_measured() -> None:
+            snapshots["before"] = await _scrape(client)
+            energy.begin()
+
+        result: LoadResult = await run_load(
+            endpoint.base_url, plan.prompts, plan.settings, plan.load, requests=plan.requests,
+            warmup_requests=plan.warmup_requests, api_key=endpoint.api_key, before_measured=before_measured,
+        )
+        reading = energy.end()
+        after = await _scrape(client)
+    server_failed = server_alive is not None and not server_alive()
+    spec, spec_missing = _spec_decode(snapshots.get("before"), after)
+    reasons = ["the server died during the cell"] if server_failed else []
+    lag = result.loop_lag.p99_ms
+    if lag is not None and lag > CLIENT_LAG_LIMIT_MS:
+        reasons.append(f"client saturated: event-loop lag p99 {lag:.1f} ms > {CLIENT_LAG_LIMIT_MS:g} ms")
+    records_file = None
+    if store is not None:
+        records_file = store.write_records(plan.key, _parquet_bytes(result))
+    cell = assemble_cell(
+        plan.identity, plan.key, result.records, slo=plan.slo, duration_s=result.duration_s,
+        requests_planned=plan.requests, ignore_eos=plan.settings.ignore_eos,
+        max_error_fraction=plan.max_error_fraction,
+        energy=reading,
+        spec_decode=spec,
+        spec_decode_unavailable=spec_missing,
+        kv_cache=parse_kv_cache_info(after) if after else None,
+        server_failed=server_failed, runner_reasons=reasons, records_file=records_file,
+        engine_version=engine_version, started_at=started_at,
+    )
+    if cell.status == "ok" and len(reasons) > 0:
+        cell = cell.model_copy(update={"status": "invalid"})
+    cell = cell.model_copy(update={"client_lag_p99_ms": lag})
+    if store is not None:
+        store.write_cell(cell)
+    return cell
+
+
+def _parquet_bytes(result: LoadResult) -> bytes:
+    buffer = io.BytesIO()
+    records_to_frame(result.records).to_parquet(buffer, index=False)
+    return buffer.getvalue()
+

@@ -1,0 +1,85 @@
+"""The results directory: one JSON and one Parquet per finished cell, written atomically.
+
+Layout under ``<root>/<sweep_id>/``: ``cells/<key>.json`` (a ``CellResult``),
+``records/<key>.parquet`` (its per-request records), ``equivalence/<arm>.json``,
+``logs/<arm>.log``. A file appears under its final name only once completely written
+(temporary file + ``os.replace``), so a killed process never leaves a half-written result.
+"""
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from specfleet.results import CellResult
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+class ResultsStore:
+    """Finished cells of one sweep on local disk."""
+
+    def __init__(self, root: Path, sweep_id: str) -> None:
+        self.root = root
+        self.sweep_id = sweep_id
+        self.dir = root / sweep_id
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def cell_path(self, key: str) -> Path:
+        return self.dir / "cells" / f"{key}.json"
+
+    def records_path(self, key: str) -> Path:
+        return self.dir / "records" / f"{key}.parquet"
+
+    def log_path(self, arm: str) -> Path:
+        return self.dir / "logs" / f"{arm}.log"
+
+    def write_records(self, key: str, parquet_bytes: bytes) -> str:
+        path = self.records_path(key)
+        atomic_write_bytes(path, parquet_bytes)
+        return str(path.relative_to(self.dir))
+
+    def write_cell(self, result: CellResult) -> Path:
+        path = self.cell_path(result.key)
+        atomic_write_text(path, result.model_dump_json(indent=2))
+        return path
+
+    def write_json(self, relative: str, model: BaseModel | dict[str, object]) -> Path:
+        path = self.dir / relative
+        text = model.model_dump_json(indent=2) if isinstance(model, BaseModel) else json.dumps(model, indent=2)
+        atomic_write_text(path, text)
+        return path
+
+    def read_json(self, relative: str) -> dict[str, object] | None:
+        path = self.dir / relative
+        if not path.exists():
+            return None
+        loaded: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
+        return loaded
+
+    def cells(self) -> Iterator[CellResult]:
+        for path in sorted((self.dir / "cells").glob("*.json")):
+            yield CellResult.model_validate_json(path.read_text(encoding="utf-8"))
+
+    def complete_keys(self) -> set[str]:
+        """Keys of cells that count as done: measured in full on a server that did not fail."""
+        return {cell.key for cell in self.cells() if cell.status != "failed"}

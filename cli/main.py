@@ -54,11 +54,11 @@ def validate(
         sweep = load_sweep_config(config)
         arms = arm_plans(sweep)
         cells = sum(len(cell_identities(sweep, arm)) for arm in arms)
-    summary = {"config": str(config), "name": sweep.name, "arms": [a.arm for a in arms], "cells": cells}
+    names = [a.arm for a in arms]
     if as_json:
-        print(json.dumps(summary))
+        print(json.dumps({"config": str(config), "name": sweep.name, "arms": names, "cells": cells}))
     else:
-        console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(summary['arms'])}), {cells} cells")
+        console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(names)}), {cells} cells")
 
 
 def _mount() -> None:

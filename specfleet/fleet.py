@@ -74,9 +74,9 @@ def fleet_cost(
     if not (isinstance(gpus_per_replica, int) and gpus_per_replica > 0):
         raise InputError(f"GPUs per replica must be a positive integer (got {gpus_per_replica!r})")
     _positive("GPU-hour price (USD)", gpu_hour_usd)
+    replicas = whole_replicas(demand_tokens_per_s, qualified_tokens_per_s_per_replica)
     served = demand_tokens_per_s if served_tokens_per_s is None else served_tokens_per_s
     _positive("served tokens per s", served)
-    replicas = whole_replicas(demand_tokens_per_s, qualified_tokens_per_s_per_replica)
     if served > demand_tokens_per_s:
         raise InputError(
             f"served tokens per s {served!r} exceeds demand {demand_tokens_per_s!r} (and so capacity)"

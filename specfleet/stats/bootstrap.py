@@ -33,8 +33,9 @@ def _indices(rng: np.random.Generator, n: int, resamples: int) -> npt.NDArray[np
 
 def mean_replicates(values: FloatArray, rng: np.random.Generator, resamples: int) -> FloatArray:
     """Bootstrap replicates of the mean of ``values`` (e.g. one figure per repeat)."""
-    values = np.asarray(values, dtype=np.float64)
-    return values[_indices(rng, len(values), resamples)].mean(axis=1)
+    array = np.asarray(values, dtype=np.float64)
+    means: FloatArray = array[_indices(rng, len(array), resamples)].mean(axis=1)
+    return means
 
 
 def rate_replicates(

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from specfleet.contract.workload import ItlStatistic
+from specfleet.contract.workload import ItlStatistic, SLOSpec
 from specfleet.errors import InputError
+from specfleet.metrics import NS_PER_MS, meets_slo, output_tokens
 from specfleet.results.cell import CellResult
 from specfleet.results.records import RequestRecord
 
 FloatArray = npt.NDArray[np.float64]
-NS_PER_MS = 1e6
 NS_PER_S = 1e9
 
 
@@ -20,7 +20,8 @@ NS_PER_S = 1e9
 class CellSample:
     """One row per measured request (failed ones included, with 0 qualified tokens).
 
-    ``qualified_tokens``: output tokens of the request if it met its SLO, else 0.
+    ``qualified_tokens``: output tokens of the request if it met its SLO, else 0
+    (``specfleet.metrics.meets_slo`` and ``output_tokens``, as the cell's throughput counts them).
     ``durations_s``: send to last chunk (or to the failure), the request's busy time.
     ``ttft_ms``: NaN where no first token arrived or the request failed.
     ``itl_ms``: the SLO-bound ITL series of each completed request (empty otherwise).
@@ -42,17 +43,9 @@ class CellSample:
             raise InputError(f"cell {self.cell.identity.label}: negative tokens or durations")
 
     @classmethod
-    def from_records(
-        cls,
-        cell: CellResult,
-        records: Sequence[RequestRecord],
-        slo_met: Sequence[bool],
-        itl_statistic: ItlStatistic,
-    ) -> "CellSample":
-        """Build from the Parquet-loaded records; ``slo_met[i]`` is the metrics module's verdict."""
-        if len(slo_met) != len(records):
-            raise InputError(f"cell {cell.identity.label}: {len(slo_met)} SLO verdicts for {len(records)} records")
-        qualified = [float(r.streamed_tokens) if r.ok and met else 0.0 for r, met in zip(records, slo_met, strict=True)]
+    def from_records(cls, cell: CellResult, records: Sequence[RequestRecord], slo: SLOSpec) -> "CellSample":
+        """Build from the Parquet-loaded records with the metrics module's SLO and token rules."""
+        qualified = [float(output_tokens(r)) if r.ok and meets_slo(r, slo) else 0.0 for r in records]
         return cls(
             cell=cell,
             qualified_tokens=np.asarray(qualified, dtype=np.float64),
@@ -61,7 +54,7 @@ class CellSample:
                 [r.ttft_ns / NS_PER_MS if r.ok and r.ttft_ns is not None else np.nan for r in records],
                 dtype=np.float64,
             ),
-            itl_ms=tuple(_itl_ms(r, itl_statistic) for r in records),
+            itl_ms=tuple(_itl_ms(r, slo.itl_statistic) for r in records),
         )
 
     @property

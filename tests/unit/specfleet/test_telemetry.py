@@ -23,7 +23,8 @@ def _scrape(drafts: float, draft_tokens: float, accepted: float, per_pos: list[f
     for e in range(engines):
         for pos, value in enumerate(per_pos):
             lines.append(
-                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",model_name="m",position="{pos}"}} {value}'
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",model_name="m",'
+                f'position="{pos}"}} {value}'
             )
     lines += [
         "# TYPE vllm:cache_config_info gauge",

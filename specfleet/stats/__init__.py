@@ -1,0 +1,1 @@
+"""Statistics: bootstrap intervals, the noise floor, equivalence tests and the quality gate."""

@@ -1,0 +1,137 @@
+"""The seed's worksheet: worked numbers, Table 3 and the formula's properties."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specfleet.errors import InputError
+from specfleet.theory import (
+    ModelledAlpha,
+    ObservedAcceptanceRate,
+    best_k,
+    breakeven_alpha,
+    fixed_k_breaks_even,
+    measured_decode_speedup,
+    net_speedup,
+    speedup_grid,
+    table3,
+    tokens_per_step,
+)
+
+alphas = st.floats(0.0, 1.0)
+ks = st.integers(1, 16)
+costs = st.floats(0.0, 1.0)
+
+
+def _speedup(a: float, k: int, c: float, v: float = 0.0) -> float:
+    return net_speedup(ModelledAlpha(a), k, c, v)
+
+
+def test_seed_worked_speedups() -> None:
+    assert round(_speedup(0.7, 4, 0.05), 2) == 2.31
+    assert round(_speedup(0.6, 4, 0.05), 2) == 1.92
+    assert round(_speedup(0.8, 4, 0.05), 2) == 2.80
+    assert round(_speedup(0.7, 4, 0.05, 0.25), 2) == 1.26
+    assert _speedup(0.5, 4, 0.05, 0.25) < 1.0
+
+
+@pytest.mark.parametrize(("v", "seed_alpha"), [(0.0, 0.17), (0.1, 0.38), (0.25, 0.58), (0.5, 0.78)])
+def test_seed_breakeven_is_the_root_rounded_up_to_two_decimals(v: float, seed_alpha: float) -> None:
+    alpha = breakeven_alpha(4, 0.05, v)
+    assert alpha is not None
+    assert math.ceil(alpha * 100) / 100 == seed_alpha
+
+
+def test_seed_heavy_draft_best_case() -> None:
+    k, speedup = best_k(ModelledAlpha(0.5), 0.10)
+    assert (k, round(speedup, 2)) == (2, 1.46)
+
+
+def test_table3_shape_and_readings() -> None:
+    rows = {row.alpha: row for row in table3()}
+    half, high = rows[0.5].speedup_by_k, rows[0.9].speedup_by_k
+    assert max(half, key=lambda k: half[k]) == 3  # peaks at k = 3
+    assert max(high, key=lambda k: high[k]) == 7  # still rising at k = 7
+    doubled = [row.speedup_by_k[4] - row.speedup_c_doubled for row in rows.values()]
+    assert min(doubled) >= 0.2
+    assert max(doubled) <= 0.5
+    verify = [row.speedup_by_k[4] - row.speedup_v_added for row in rows.values()]
+    assert min(verify) >= 0.7
+    assert max(verify) <= 1.6
+    assert rows[0.5].speedup_v_added < 1.0
+
+
+def test_grid_is_alpha_major() -> None:
+    points = speedup_grid([0.5, 0.6], [1, 2], 0.05)
+    assert [(p.alpha, p.k) for p in points] == [(0.5, 1), (0.5, 2), (0.6, 1), (0.6, 2)]
+
+
+@given(st.floats(0.0, 0.99), ks, costs)
+def test_closed_form_at_zero_verification(a: float, k: int, c: float) -> None:
+    closed = (1 - a ** (k + 1)) / ((1 - a) * (k * c + 1))
+    assert _speedup(a, k, c) == pytest.approx(closed, rel=1e-9)
+
+
+@given(ks)
+def test_alpha_one_is_exact(k: int) -> None:
+    assert tokens_per_step(ModelledAlpha(1.0), k) == k + 1
+
+
+@given(alphas, alphas, ks, costs, costs)
+def test_monotone_in_alpha(a: float, b: float, k: int, c: float, v: float) -> None:
+    low, high = sorted((a, b))
+    assert _speedup(low, k, c, v) <= _speedup(high, k, c, v)
+
+
+@given(ks, costs, costs)
+def test_no_acceptance_pays_the_full_cost(k: int, c: float, v: float) -> None:
+    assert _speedup(0.0, k, c, v) == pytest.approx(1 / (1 + k * (c + v)))
+
+
+@given(ks, st.floats(0.001, 1.2), st.floats(0.0, 1.0))
+def test_breakeven_solves_s_equals_one(k: int, c: float, v: float) -> None:
+    alpha = breakeven_alpha(k, c, v)
+    if c + v >= 1.0:
+        assert alpha is None
+        return
+    assert alpha is not None
+    assert _speedup(alpha, k, c, v) == pytest.approx(1.0, abs=1e-6)
+    assert _speedup(max(alpha - 1e-6, 0.0), k, c, v) <= 1.0 + 1e-9
+    assert _speedup(min(alpha + 1e-6, 1.0), k, c, v) >= 1.0 - 1e-9
+
+
+def test_free_draft_breaks_even_at_zero() -> None:
+    assert breakeven_alpha(4, 0.0, 0.0) == 0.0
+
+
+def test_telemetry_rate_cannot_enter_the_formula() -> None:
+    with pytest.raises(TypeError, match="never feed r"):
+        net_speedup(ObservedAcceptanceRate(0.7), 4, 0.05)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        fixed_k_breaks_even(ModelledAlpha(0.7), 0.05)  # type: ignore[arg-type]
+
+
+def test_fixed_k_worksheet_threshold() -> None:
+    assert fixed_k_breaks_even(ObservedAcceptanceRate(0.06), 0.05)
+    assert not fixed_k_breaks_even(ObservedAcceptanceRate(0.05), 0.05)
+    assert not fixed_k_breaks_even(ObservedAcceptanceRate(0.3), 0.05, 0.25)
+
+
+def test_measured_decode_speedup() -> None:
+    assert measured_decode_speedup(2.5, 1.25) == 2.0
+    with pytest.raises(InputError, match="step cost ratio"):
+        measured_decode_speedup(2.0, 0.0)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.1, float("nan")])
+def test_alpha_outside_unit_interval_is_rejected(bad: float) -> None:
+    with pytest.raises(InputError, match="alpha"):
+        ModelledAlpha(bad)
+
+
+@pytest.mark.parametrize(("k", "c", "v", "name"), [(0, 0.05, 0.0, "k"), (4, -0.1, 0.0, "c"), (4, 0.05, -1, "v")])
+def test_bad_costs_name_the_input(k: int, c: float, v: float, name: str) -> None:
+    with pytest.raises(InputError, match=f"^{name}"):
+        _speedup(0.5, k, c, v)

@@ -1,0 +1,123 @@
+"""Streaming requests to vLLM's OpenAI endpoints: one function per endpoint, one SSE loop.
+
+Errors (HTTP status, connection, per-request timeout, a truncated stream) come back as
+records with ``error`` set, keeping the chunks received before the failure.
+"""
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import httpx
+
+from specfleet.contract.workload import SamplingSpec
+from specfleet.errors import InputError
+from specfleet.prompts import PromptItem
+from specfleet.results.records import RequestRecord
+from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
+
+Endpoint = Literal["completions", "chat"]
+ERROR_DETAIL_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSettings:
+    """What every request of a cell shares. ``max_tokens`` caps each prompt's own cap."""
+
+    endpoint: Endpoint
+    model: str
+    max_tokens: int
+    ignore_eos: bool
+    sampling: SamplingSpec
+    timeout_s: float
+
+    def max_tokens_for(self, item: PromptItem) -> int:
+        return min(item.max_tokens, self.max_tokens) if item.max_tokens else self.max_tokens
+
+
+class RequestFunc(Protocol):
+    async def __call__(self, client: httpx.AsyncClient, item: PromptItem,
+                       settings: RequestSettings, index: int) -> RequestRecord: ...
+
+
+def request_body(settings: RequestSettings, item: PromptItem, index: int) -> dict[str, object]:
+    """Fields shared by both endpoints. A sampled (non-greedy) request gets seed = seed + index,
+    so every arm draws the same per-request seeds."""
+    sampling = settings.sampling
+    body: dict[str, object] = {
+        "model": settings.model,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "max_tokens": settings.max_tokens_for(item),
+        "ignore_eos": settings.ignore_eos,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+    }
+    if not sampling.greedy:
+        body["seed"] = sampling.seed + index
+    return body
+
+
+async def request_completion(client: httpx.AsyncClient, item: PromptItem,
+                             settings: RequestSettings, index: int) -> RequestRecord:
+    body = request_body(settings, item, index) | {"prompt": item.prompt}
+    return await stream_request(client, "/v1/completions", body, completion_text, item, settings, index)
+
+
+async def request_chat(client: httpx.AsyncClient, item: PromptItem,
+                       settings: RequestSettings, index: int) -> RequestRecord:
+    body = request_body(settings, item, index) | {"messages": item.messages}
+    return await stream_request(client, "/v1/chat/completions", body, chat_text, item, settings, index)
+
+
+REQUEST_FUNCS: dict[Endpoint, RequestFunc] = {"completions": request_completion, "chat": request_chat}
+
+
+def check_prompts(prompts: list[PromptItem], endpoint: Endpoint) -> None:
+    """Fail before sending anything if a prompt does not suit the endpoint."""
+    if not prompts:
+        raise InputError("no prompts to send")
+    needed = "prompt" if endpoint == "completions" else "messages"
+    for item in prompts:
+        if getattr(item, needed) is None:
+            raise InputError(f"prompt {item.id!r} has no {needed!r}, which the {endpoint} endpoint needs")
+
+
+async def stream_request(client: httpx.AsyncClient, path: str, body: dict[str, object], text_of: TextOf,
+                         item: PromptItem, settings: RequestSettings, index: int) -> RequestRecord:
+    """POST ``body`` and fold the event stream into a record (the one SSE loop)."""
+    accumulator = StreamAccumulator(text_of)
+    error: str | None = None
+    send_ns = time.perf_counter_ns()
+    try:
+        async with asyncio.timeout(settings.timeout_s):
+            async with client.stream("POST", path, json=body) as response:
+                if response.status_code != httpx.codes.OK:
+                    detail = (await response.aread()).decode(errors="replace")[:ERROR_DETAIL_CHARS]
+                    error = f"HTTP {response.status_code}: {detail}"
+                elif not await _consume(response, accumulator):
+                    error = "stream ended without [DONE]"
+    except TimeoutError:
+        error = f"timed out after {settings.timeout_s:g} s"
+    except httpx.HTTPError as err:
+        error = f"{type(err).__name__}: {err}"[:ERROR_DETAIL_CHARS]
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        error = f"malformed stream event: {err}"[:ERROR_DETAIL_CHARS]
+    return accumulator.record(index=index, prompt_id=item.id, send_ns=send_ns, end_ns=time.perf_counter_ns(),
+                              max_tokens=settings.max_tokens_for(item), error=error)
+
+
+async def _consume(response: httpx.Response, accumulator: StreamAccumulator) -> bool:
+    """Feed events until ``[DONE]``; one arrival stamp per network read. True if done was seen."""
+    decoder = SSEDecoder()
+    async for raw in response.aiter_bytes():
+        arrival_ns = time.perf_counter_ns()
+        for payload in decoder.feed(raw):
+            if payload == DONE:
+                return True
+            event = json.loads(payload)
+            if isinstance(event, dict):
+                accumulator.feed(event, arrival_ns)
+    return False

@@ -1,0 +1,170 @@
+"""Load drivers: closed-loop concurrency and seeded open-loop Poisson arrivals.
+
+Both send W unrecorded warm-up requests first (closed loop, prompts 0..W-1 cycling, seed
+indices past the measured ones), then M measured ones. Measured request i
+uses prompt ``i mod len(prompts)`` and (open loop) the i-th arrival of a schedule fixed
+by the seed, so every arm sees the same prompts in the same order at the same offsets.
+"""
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, replace
+
+import httpx
+import numpy as np
+
+from specfleet.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
+from specfleet.prompts import PromptItem
+from specfleet.results.records import RequestRecord
+from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, check_prompts
+
+LAG_TICK_MS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoop:
+    """N requests always in flight."""
+
+    concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonArrivals:
+    """Open loop: exponential inter-arrival gaps at ``rate_per_s``, fixed by ``seed``."""
+
+    rate_per_s: float
+    seed: int
+
+
+Load = ClosedLoop | PoissonArrivals
+
+
+@dataclass(frozen=True, slots=True)
+class LoopLag:
+    """How late the client's event loop woke a ``tick_ms`` ticker during the measured phase.
+
+    A high p99 means the client itself, not the server, delayed timestamps and sends.
+    An idle loop reads up to about 1 ms (asyncio rounds epoll timeouts up to whole ms).
+    """
+
+    tick_ms: float
+    samples: int
+    p99_ms: float | None
+    max_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    records: list[RequestRecord]
+    window_ns: tuple[int, int] | None
+    loop_lag: LoopLag
+
+    @property
+    def duration_s(self) -> float:
+        return (self.window_ns[1] - self.window_ns[0]) / NS_PER_S if self.window_ns else 0.0
+
+
+Send = Callable[[int], Coroutine[object, object, RequestRecord]]
+
+
+def poisson_offsets_ns(count: int, rate_per_s: float, seed: int) -> list[int]:
+    """Send offsets from the start of the measured phase; the first request goes at 0."""
+    gaps_s = np.random.default_rng(seed).exponential(1.0 / rate_per_s, size=count)
+    offsets_s = np.concatenate(([0.0], np.cumsum(gaps_s[:-1]))) if count else gaps_s
+    return [int(s * NS_PER_S) for s in offsets_s]
+
+
+async def run_load(
+    base_url: str,
+    prompts: Sequence[PromptItem],
+    settings: RequestSettings,
+    load: Load,
+    *,
+    requests: int,
+    warmup_requests: int,
+    api_key: str | None = None,
+    before_measured: Callable[[], Awaitable[None]] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> LoadResult:
+    """Drive one cell: warm-up, then ``before_measured()`` (e.g. snapshot /metrics), then
+    ``requests`` measured requests. Returns their records and the measured window.
+
+    ``api_key`` goes only into the Authorization header. Environment proxies are ignored
+    (a proxy would sit inside every measured latency). ``transport`` replaces the network
+    (unit tests).
+    """
+    check_prompts(list(prompts), settings.endpoint)
+    request = REQUEST_FUNCS[settings.endpoint]
+    pool = load.concurrency if isinstance(load, ClosedLoop) else None
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=None, limits=limits,
+                                 transport=transport, trust_env=False) as client:
+
+        def sender(first_index: int) -> Send:
+            """Request i takes prompt i (cycling) and record/seed index first_index + i."""
+            def send(i: int) -> Coroutine[object, object, RequestRecord]:
+                return request(client, prompts[i % len(prompts)], settings, first_index + i)
+            return send
+
+        if warmup_requests:
+            await _closed_loop(sender(requests), warmup_requests, pool or warmup_requests)
+        if before_measured is not None:
+            await before_measured()
+        measured = sender(0)
+        stop = asyncio.Event()
+        lags_ns: list[int] = []
+        ticker = asyncio.create_task(_tick(LAG_TICK_MS, lags_ns, stop))
+        try:
+            if isinstance(load, ClosedLoop):
+                records = await _closed_loop(measured, requests, load.concurrency)
+            else:
+                records = await _open_loop(measured, poisson_offsets_ns(requests, load.rate_per_s, load.seed))
+        finally:
+            stop.set()
+            await ticker
+    return LoadResult(records=records, window_ns=measured_window_ns(records), loop_lag=_lag(lags_ns))
+
+
+async def _closed_loop(send: Send, count: int, concurrency: int) -> list[RequestRecord]:
+    """``concurrency`` workers share one index iterator, so requests start in index order."""
+    results: dict[int, RequestRecord] = {}
+    indices = iter(range(count))
+
+    async def worker() -> None:
+        for i in indices:
+            results[i] = await send(i)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+    return [results[i] for i in range(count)]
+
+
+async def _open_loop(send: Send, offsets_ns: list[int]) -> list[RequestRecord]:
+    """Start request i at start + offsets_ns[i], whether or not earlier ones finished."""
+    start_ns = time.perf_counter_ns()
+    tasks: list[asyncio.Task[RequestRecord]] = []
+    for i, offset_ns in enumerate(offsets_ns):
+        delay_ns = start_ns + offset_ns - time.perf_counter_ns()
+        if delay_ns > 0:
+            await asyncio.sleep(delay_ns / NS_PER_S)
+        tasks.append(asyncio.create_task(send(i)))
+    records = await asyncio.gather(*tasks)
+    return [replace(r, scheduled_ns=start_ns + offset_ns)
+            for r, offset_ns in zip(records, offsets_ns, strict=True)]
+
+
+async def _tick(tick_ms: float, lags_ns: list[int], stop: asyncio.Event) -> None:
+    tick_ns = int(tick_ms * NS_PER_MS)
+    while not stop.is_set():
+        due_ns = time.perf_counter_ns() + tick_ns
+        await asyncio.sleep(tick_ms / 1000.0)
+        lags_ns.append(max(0, time.perf_counter_ns() - due_ns))
+
+
+def _lag(lags_ns: list[int]) -> LoopLag:
+    if not lags_ns:
+        return LoopLag(tick_ms=LAG_TICK_MS, samples=0, p99_ms=None, max_ms=None)
+    values_ms = np.asarray(lags_ns, dtype=np.float64) / NS_PER_MS
+    return LoopLag(tick_ms=LAG_TICK_MS, samples=len(lags_ns),
+                   p99_ms=float(np.percentile(values_ms, 99)), max_ms=float(values_ms.max()))

@@ -1,0 +1,39 @@
+"""Shared fixtures for tests that start real services: the fixture models and a demo-derived config."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from specfleet.server_args import SERVER_MODULE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def engine_processes() -> list[psutil.Process]:
+    """Every vLLM API server or engine core process on this machine."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "name"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if SERVER_MODULE in cmdline or (proc.info["name"] or "").startswith(("VLLM::", "EngineCore")):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(scope="session")
+def fixture_models() -> dict[str, str]:
+    from tasks.fixtures.build import build_fixtures
+
+    paths = build_fixtures()
+    return {"fixture:target": str(paths.target), "fixture:draft": str(paths.draft),
+            "fixture:tokenizer": str(paths.tokenizer)}
+
+
+@pytest.fixture
+def no_orphans() -> Iterator[None]:
+    """Fails the test if it leaves a vLLM process behind."""
+    before = {p.pid for p in engine_processes()}
+    yield
+    left = [p for p in engine_processes() if p.pid not in before and p.is_running()]
+    assert not left, f"orphan engine processes: {[p.pid for p in left]}"

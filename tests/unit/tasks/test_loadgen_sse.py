@@ -1,0 +1,135 @@
+"""The shared SSE loop over byte strings in the exact format vLLM 0.32 emits.
+
+The events below were produced with vLLM's own protocol classes
+(``CompletionStreamResponse`` / ``ChatCompletionStreamResponse`` dumped as its serving
+code does, ``continuous_usage_stats`` on; token counts chosen per test); the framing
+is its ``data: ...\\n\\n``. The chat finish chunk counts a stop token that has no text.
+"""
+
+import json
+
+import pytest
+
+from specfleet.metrics import TRAILING_TOKENS_KEY
+from specfleet.results.records import RequestRecord
+from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
+
+COMPLETION_STREAM = (
+    b'data: {"id":"cmpl-a1","object":"text_completion","created":1700000000,"model":"tiny",'
+    b'"choices":[{"index":0,"text":" The","logprobs":null,"finish_reason":null,"stop_reason":null,'
+    b'"prompt_token_ids":null,"token_ids":null}],"usage":{"prompt_tokens":5,"total_tokens":6,'
+    b'"completion_tokens":1}}\n\n'
+    b'data: {"id":"cmpl-a1","object":"text_completion","created":1700000000,"model":"tiny",'
+    b'"choices":[{"index":0,"text":" cat sat","logprobs":null,"finish_reason":null,"stop_reason":null,'
+    b'"prompt_token_ids":null,"token_ids":null}],"usage":{"prompt_tokens":5,"total_tokens":9,'
+    b'"completion_tokens":4}}\n\n'
+    b'data: {"id":"cmpl-a1","object":"text_completion","created":1700000000,"model":"tiny",'
+    b'"choices":[{"index":0,"text":" down","logprobs":null,"finish_reason":"length","stop_reason":null,'
+    b'"prompt_token_ids":null,"token_ids":null}],"usage":{"prompt_tokens":5,"total_tokens":10,'
+    b'"completion_tokens":5}}\n\n'
+    b'data: {"id":"cmpl-a1","object":"text_completion","created":1700000000,"model":"tiny","choices":[],'
+    b'"usage":{"prompt_tokens":5,"total_tokens":10,"completion_tokens":5},'
+    b'"metrics":{"time_to_first_token_ms":12.5,"speculative_decoding":{"mean_acceptance_length":2.0,'
+    b'"draft_acceptance_rate":0.5,"acceptance_histogram":[1,0,1,0],"num_spec_steps":2,'
+    b'"num_accepted_draft_tokens":3,"num_draft_tokens":6,"num_spec_tokens":3}}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+CHAT_STREAM = (
+    b'data: {"id":"chatcmpl-b2","object":"chat.completion.chunk","created":1700000000,"model":"tiny",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+    b'"finish_reason":null}],"usage":{"prompt_tokens":9,"total_tokens":9,"completion_tokens":0}}\n\n'
+    b'data: {"id":"chatcmpl-b2","object":"chat.completion.chunk","created":1700000000,"model":"tiny",'
+    b'"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],'
+    b'"usage":{"prompt_tokens":9,"total_tokens":10,"completion_tokens":1}}\n\n'
+    b'data: {"id":"chatcmpl-b2","object":"chat.completion.chunk","created":1700000000,"model":"tiny",'
+    b'"choices":[{"index":0,"delta":{"content":" there"},"logprobs":null,"finish_reason":null}],'
+    b'"usage":{"prompt_tokens":9,"total_tokens":12,"completion_tokens":3}}\n\n'
+    b'data: {"id":"chatcmpl-b2","object":"chat.completion.chunk","created":1700000000,"model":"tiny",'
+    b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":9,"total_tokens":13,"completion_tokens":4}}\n\n'
+    b'data: {"id":"chatcmpl-b2","object":"chat.completion.chunk","created":1700000000,"model":"tiny",'
+    b'"choices":[],"usage":{"prompt_tokens":9,"total_tokens":13,"completion_tokens":4}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+ERROR_STREAM = (
+    COMPLETION_STREAM.split(b"\n\n")[0] + b"\n\n"
+    + b'data: {"error":{"message":"boom","type":"InternalServerError","param":null,"code":500}}\n\n'
+    + b"data: [DONE]\n\n"
+)
+
+
+def replay(stream: bytes, text_of: TextOf, reads: list[int]) -> RequestRecord:
+    """Feed ``stream`` in reads of the given sizes; read i arrives at (i + 1) * 1000 ns."""
+    decoder, accumulator = SSEDecoder(), StreamAccumulator(text_of)
+    position, done = 0, False
+    for i, size in enumerate([*reads, len(stream)]):
+        for payload in decoder.feed(stream[position:position + size]):
+            if payload == DONE:
+                done = True
+            else:
+                accumulator.feed(json.loads(payload), (i + 1) * 1000)
+        position += size
+    assert done
+    return accumulator.record(index=0, prompt_id="p", send_ns=0, end_ns=10**6, max_tokens=5, error=None)
+
+
+def event_ends(stream: bytes) -> list[int]:
+    """Read sizes that deliver exactly one event per read."""
+    ends = [i + 2 for i in range(len(stream)) if stream.startswith(b"\n\n", i)]
+    return [b - a for a, b in zip([0, *ends], ends, strict=False)]
+
+
+def test_completion_stream_tokens_from_cumulative_usage() -> None:
+    record = replay(COMPLETION_STREAM, completion_text, event_ends(COMPLETION_STREAM))
+    assert record.chunk_ns == (1000, 2000, 3000)
+    assert record.chunk_tokens == (1, 3, 1)  # the second chunk carried three tokens
+    assert (record.usage_completion_tokens, record.prompt_tokens) == (5, 5)
+    assert (record.text, record.finish_reason, record.error) == (" The cat sat down", "length", None)
+    assert record.extra == {
+        "server_time_to_first_token_ms": 12.5, "spec_mean_acceptance_length": 2.0,
+        "spec_draft_acceptance_rate": 0.5, "spec_num_spec_steps": 2.0, "spec_num_accepted_draft_tokens": 3.0,
+        "spec_num_draft_tokens": 6.0, "spec_num_spec_tokens": 3.0,
+    }
+
+
+def test_chat_stream_skips_role_chunk_and_keeps_trailing_tokens_apart() -> None:
+    record = replay(CHAT_STREAM, chat_text, event_ends(CHAT_STREAM))
+    assert record.chunk_ns == (2000, 3000)  # the role chunk carries no content
+    assert record.chunk_tokens == (1, 2)
+    assert (record.text, record.finish_reason, record.usage_completion_tokens) == ("Hi there", "stop", 4)
+    assert record.extra == {TRAILING_TOKENS_KEY: 1.0}  # the finish chunk counted a token with no text
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 1000])
+def test_any_read_boundaries_give_the_same_record(size: int) -> None:
+    reads = [size] * (len(COMPLETION_STREAM) // size)
+    record = replay(COMPLETION_STREAM, completion_text, reads)
+    assert (record.chunk_tokens, record.text) == ((1, 3, 1), " The cat sat down")
+
+
+def test_events_in_one_read_share_its_arrival_time() -> None:
+    record = replay(COMPLETION_STREAM, completion_text, [len(COMPLETION_STREAM)])
+    assert record.chunk_ns == (1000, 1000, 1000)
+
+
+def test_crlf_framing_and_multi_line_data() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b": comment\r\nevent: x\r\ndata: {\"a\":\r") == []
+    assert decoder.feed(b"\ndata: 1}\r\n\r\ndata:[DONE]\r\n\r\n") == [b'{"a":\n1}', DONE]
+
+
+def test_tokens_of_empty_chunks_travel_with_the_next_content() -> None:
+    accumulator = StreamAccumulator(completion_text)
+    for at_ns, (text, cumulative) in enumerate([("a", 1), ("", 3), ("b", 4)]):
+        accumulator.feed({"choices": [{"text": text}], "usage": {"completion_tokens": cumulative}}, at_ns)
+    accumulator.feed({"choices": [{"text": "c"}]}, 9)  # no usage at all: one token
+    record = accumulator.record(index=0, prompt_id="p", send_ns=0, end_ns=10, max_tokens=5, error=None)
+    assert (record.chunk_ns, record.chunk_tokens) == ((0, 2, 9), (1, 3, 1))
+
+
+def test_error_event_keeps_what_arrived_before_it() -> None:
+    record = replay(ERROR_STREAM, completion_text, event_ends(ERROR_STREAM))
+    assert record.error == "server error in stream: boom"
+    assert (record.chunk_tokens, record.text) == ((1,), " The")

@@ -72,3 +72,21 @@ def _mount() -> None:
 
 
 _mount()
+
+
+def entry() -> None:
+    """Console entry point: click's usage errors become one ``error:`` line and exit 2."""
+    import sys
+
+    import click
+
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(standalone_mode=False)
+    except click.exceptions.UsageError as err:
+        print(f"error: {err.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

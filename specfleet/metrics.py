@@ -182,7 +182,7 @@ def accounting_problems(records: Iterable[RequestRecord], ignore_eos: bool) -> l
     """Token-count checks on successful requests, one line per kind of problem.
 
     usage == streamed (+ trailing tokens), the first content chunk carries >= 1 token,
-    and with ``ignore_eos`` the stream carried exactly ``max_tokens``.
+    and with ``ignore_eos`` the stream (with trailing tokens) carried exactly ``max_tokens``.
     """
     found: dict[str, list[str]] = {}
     ok = _successful(records)
@@ -197,9 +197,9 @@ def accounting_problems(records: Iterable[RequestRecord], ignore_eos: bool) -> l
                 + (f" + {trailing} trailing" if trailing else ""))
         if r.chunk_tokens and r.chunk_tokens[0] < 1:
             found.setdefault("first content chunk carries no token", []).append(who)
-        if ignore_eos and r.max_tokens is not None and r.streamed_tokens != r.max_tokens:
+        if ignore_eos and r.max_tokens is not None and r.streamed_tokens + trailing != r.max_tokens:
             found.setdefault("streamed count differs from max_tokens under ignore_eos", []).append(
-                f"{who}: streamed {r.streamed_tokens}, max_tokens {r.max_tokens}")
+                f"{who}: streamed {r.streamed_tokens} + {trailing} trailing, max_tokens {r.max_tokens}")
     return [f"token accounting: {kind} in {len(items)} of {len(ok)} requests (first: {items[0]})"
             for kind, items in found.items()]
 

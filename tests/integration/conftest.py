@@ -35,5 +35,6 @@ def no_orphans() -> Iterator[None]:
     """Fails the test if it leaves a vLLM process behind."""
     before = {p.pid for p in engine_processes()}
     yield
-    left = [p for p in engine_processes() if p.pid not in before and p.is_running()]
+    left = [p for p in engine_processes()
+            if p.pid not in before and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not left, f"orphan engine processes: {[p.pid for p in left]}"

@@ -155,7 +155,7 @@ def test_accounting_problems_are_grouped_by_kind() -> None:
                            "(first: request 0 (p0): usage 5, streamed 4)")
     assert "first content chunk carries no token in 1 of 5 requests (first: request 2 (p2))" in problems[1]
     assert "no final usage count" in problems[2]
-    assert "streamed 2, max_tokens 3" in problems[3]
+    assert "streamed 2 + 0 trailing, max_tokens 3" in problems[3]
     assert len(accounting_problems(records, ignore_eos=False)) == 3
 
 

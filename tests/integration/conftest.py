@@ -1,5 +1,6 @@
 """Shared fixtures for tests that start real services: the fixture models and a demo-derived config."""
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,11 +31,20 @@ def fixture_models() -> dict[str, str]:
             "fixture:tokenizer": str(paths.tokenizer)}
 
 
+def live_engine_pids() -> set[int]:
+    """Engine processes still alive (zombies left for init to reap are dead and hold nothing)."""
+    pids = set()
+    for proc in engine_processes():
+        with contextlib.suppress(psutil.Error):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                pids.add(proc.pid)
+    return pids
+
+
 @pytest.fixture
 def no_orphans() -> Iterator[None]:
     """Fails the test if it leaves a vLLM process behind."""
-    before = {p.pid for p in engine_processes()}
+    before = live_engine_pids()
     yield
-    left = [p for p in engine_processes()
-            if p.pid not in before and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert not left, f"orphan engine processes: {[p.pid for p in left]}"
+    left = live_engine_pids() - before
+    assert not left, f"orphan engine processes: {sorted(left)}"

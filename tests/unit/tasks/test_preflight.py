@@ -1,0 +1,42 @@
+"""A draft whose vocabulary differs from the target's is called out before anything starts."""
+
+import json
+from pathlib import Path
+
+from specfleet.contract import parse_sweep_config
+from tasks.preflight import tokenizer_warnings, vocabulary
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _tokenizer(directory: Path, vocab: dict[str, int]) -> Path:
+    directory.mkdir()
+    data = {"model": {"type": "BPE", "vocab": vocab}, "added_tokens": [{"content": "</s>", "id": len(vocab)}]}
+    (directory / "tokenizer.json").write_text(json.dumps(data))
+    return directory
+
+
+def _config(target: Path, draft: Path) -> str:
+    text = (ROOT / "configs" / "demo-cpu.yaml").read_text()
+    return text.replace('"fixture:target"', str(target)).replace('"fixture:draft"', str(draft))
+
+
+def test_mismatched_vocabulary_warns_per_draft_arm(tmp_path: Path) -> None:
+    target = _tokenizer(tmp_path / "target", {"a": 0, "b": 1})
+    draft = _tokenizer(tmp_path / "draft", {"a": 0, "c": 1})
+    config = parse_sweep_config(_config(target, draft), "x")
+    warnings = tokenizer_warnings(config, {})
+    assert len(warnings) == 2
+    assert all("different vocabulary" in w and "acceptance will collapse" in w for w in warnings)
+    assert {w.split(":")[1].strip().split()[1] for w in warnings} == {"draft-k2", "draft-k4"}
+
+
+def test_same_vocabulary_is_quiet(tmp_path: Path) -> None:
+    target = _tokenizer(tmp_path / "target", {"a": 0, "b": 1})
+    draft = _tokenizer(tmp_path / "draft", {"a": 0, "b": 1})
+    assert tokenizer_warnings(parse_sweep_config(_config(target, draft), "x"), {}) == []
+    assert vocabulary(target) == {"a": 0, "b": 1, "</s>": 2}
+
+
+def test_unreadable_tokenizer_is_not_guessed(tmp_path: Path) -> None:
+    assert vocabulary(tmp_path) is None

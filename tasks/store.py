@@ -4,6 +4,10 @@ Layout under ``<root>/<sweep_id>/``: ``cells/<key>.json`` (a ``CellResult``),
 ``records/<key>.parquet`` (its per-request records), ``equivalence/<arm>.json``,
 ``logs/<arm>.log``. A file appears under its final name only once completely written
 (temporary file + ``os.replace``), so a killed process never leaves a half-written result.
+
+With ``SPECFLEET_RESULTS_S3=s3://bucket/prefix`` (or ``mirror_url``) every file is also
+uploaded as it is written, and opening the store first fetches what the bucket already
+holds for the sweep: ``--resume`` works from a fresh machine.
 """
 
 import json
@@ -15,6 +19,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from specfleet.results import CellResult
+from tasks.s3_mirror import S3Mirror
+
+MIRROR_ENV = "SPECFLEET_RESULTS_S3"
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -38,11 +45,19 @@ def atomic_write_text(path: Path, text: str) -> None:
 class ResultsStore:
     """Finished cells of one sweep on local disk."""
 
-    def __init__(self, root: Path, sweep_id: str) -> None:
+    def __init__(self, root: Path, sweep_id: str, mirror_url: str | None = None) -> None:
         self.root = root
         self.sweep_id = sweep_id
         self.dir = root / sweep_id
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        url = mirror_url or os.environ.get(MIRROR_ENV)
+        self.mirror = S3Mirror(url) if url else None
+        if self.mirror is not None:
+            self.mirror.download_sweep(sweep_id, self.dir)
+
+    def _written(self, path: Path) -> None:
+        if self.mirror is not None:
+            self.mirror.upload(self.sweep_id, str(path.relative_to(self.dir)), path)
 
     def cell_path(self, key: str) -> Path:
         return self.dir / "cells" / f"{key}.json"
@@ -56,17 +71,20 @@ class ResultsStore:
     def write_records(self, key: str, parquet_bytes: bytes) -> str:
         path = self.records_path(key)
         atomic_write_bytes(path, parquet_bytes)
+        self._written(path)
         return str(path.relative_to(self.dir))
 
     def write_cell(self, result: CellResult) -> Path:
         path = self.cell_path(result.key)
         atomic_write_text(path, result.model_dump_json(indent=2))
+        self._written(path)
         return path
 
     def write_json(self, relative: str, model: BaseModel | dict[str, object]) -> Path:
         path = self.dir / relative
         text = model.model_dump_json(indent=2) if isinstance(model, BaseModel) else json.dumps(model, indent=2)
         atomic_write_text(path, text)
+        self._written(path)
         return path
 
     def read_json(self, relative: str) -> dict[str, object] | None:

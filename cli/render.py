@@ -1,9 +1,17 @@
 """Rich tables for people; ``--json`` output never goes through here."""
 
+from typing import TYPE_CHECKING
+
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from tasks.aggregate import SweepSummary
+    from tasks.prefect_artifacts import Column
+
 console = Console()
+WIDE_COLUMNS = 160
 
 
 def _fmt(value: object) -> str:
@@ -29,3 +37,40 @@ def print_measurement(result: dict[str, object]) -> None:
         console.print(f"{name}: {_fmt(result[name])}")
     for reason in result["reasons"] or []:  # type: ignore[attr-defined]
         console.print(f"[yellow]note:[/yellow] {reason}")
+
+
+def _rich_table(title: str, rows: list[dict[str, object]], columns: list["Column"]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for name, _ in columns:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(render(row) for _, render in columns))
+    return table
+
+
+def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
+    """Cost table, decisions, negative-result cells, k policy; every figure from the stored cells."""
+    from tasks.prefect_artifacts import COST_COLUMNS, NEGATIVE_COLUMNS, k_policy_lines
+
+    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold tables
+    out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
+    out.print(f"cells: {summary.cells_complete}/{summary.cells_planned} complete ({summary.cells_ok} ok, "
+              f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed); "
+              f"{summary.servers_started} servers started")
+    if summary.cost_table:
+        out.print(f"hardware: {summary.cost_table[0]['hardware']}")
+    out.print(_rich_table("Cost per million SLO-qualified tokens", summary.cost_table, COST_COLUMNS))
+    out.print("[bold]Decisions[/bold]")
+    for row in summary.cost_table:
+        colour = "green" if row["verdict"] == "adopt" else "red"
+        out.print(f"  [{colour}]{row['verdict']}[/{colour}] {row['method']} k={row['k']} "
+                  f"{row['prompt_class']} {_fmt(row['load_mode'])}={row['load_value']:g}: {row['reason']}")
+    out.print(_rich_table("Negative-result cells", summary.negative_cells, NEGATIVE_COLUMNS))
+    out.print("[bold]k policy[/bold] (specfleet rule, all prompt classes)")
+    for policy in (p for p in summary.k_policy if p["peer"] is None):
+        for line in k_policy_lines(policy):
+            out.print(f"  {line}", markup=False)
+    for note in [*summary.notes, *summary.failed_cells]:
+        out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    out.print(f"results: {summary.results_dir}")
+    out.print(f"MLflow UI: mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1", markup=False)

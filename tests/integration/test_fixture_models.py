@@ -4,6 +4,7 @@ Each engine runs in its own subprocess (and process group) so a failure or a tim
 leave vLLM processes behind.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -13,11 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tasks.fixtures.build import FixturePaths, build_fixtures
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "configs" / "prompts"
 PROMPTS_PER_CLASS = 2
@@ -99,11 +101,23 @@ def _generate(fixtures: FixturePaths, speculative_config: dict[str, Any] | None,
 
 def _kill_group(process: subprocess.Popen[str]) -> None:
     """SIGKILL whatever is left of the script's process group (engine cores, resource trackers)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
     process.wait()
+    deadline = time.monotonic() + 10
+    while _group_members(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _group_members(process.pid), "vLLM processes outlived the test"
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in the group."""
+    members = []
+    for proc in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc.pid)
+    return members
 
 
 def test_second_build_reuses_the_cache(fixtures: FixturePaths) -> None:

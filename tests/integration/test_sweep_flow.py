@@ -2,7 +2,10 @@
 servers on the fixture models. One small sweep (baseline, draft_model k=2, ngram k=3, one
 prompt class, concurrency 1) is shared by every assertion; then resume and revalidate."""
 
+import contextlib
+import os
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +17,14 @@ import typer
 import yaml
 from mlflow import MlflowClient
 from mlflow.entities import Run
+from prefect import get_client
+from prefect.artifacts import Artifact
+from prefect.events.filters import EventFilter, EventNameFilter
 from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner, Result
 
 from cli.sweep import revalidate, sweep
-from tests.integration.conftest import live_engine_pids
+from flows.revalidate import EVENT, revalidate_flow
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -58,8 +64,20 @@ class Sweep:
         return list(client.search_runs([experiment.experiment_id], f"tags.run_kind = '{kind}'"))
 
 
-def _raylets() -> set[int]:
-    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "raylet"}
+def _left_running(grace_s: float = 20.0) -> list[str]:
+    """Processes this sweep started (Ray's raylet, GCS and workers, vLLM servers) still alive.
+    They carry the test's API key variable in their environment; other sessions' never do."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = []
+        for proc in psutil.process_iter(["name", "status"]):
+            with contextlib.suppress(psutil.Error):
+                if (proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE
+                        and proc.environ().get(KEY_ENV) == KEY_VALUE):
+                    left.append(f"{proc.pid} {proc.info['name']}")
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1)
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +107,6 @@ def swept(tmp_path_factory: pytest.TempPathFactory, prefect_api: None, fixture_m
     root = tmp_path_factory.mktemp("sweep")
     draft = root / "draft"
     shutil.copytree(fixture_models["fixture:draft"], draft)
-    raylets_before, engines_before = _raylets(), live_engine_pids()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)  # MLflow's artifact root (./mlruns) lands in tmp, not the repo
         patch.setenv(KEY_ENV, KEY_VALUE)
@@ -97,8 +114,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory, prefect_api: None, fixture_m
         run = Sweep(root, _config(root, draft), f"sqlite:///{root / 'mlflow.db'}")
         run.first = run.cli("sweep", str(run.config))
         assert run.first.exit_code == 0, run.first.output
-        assert not ray.is_initialized() and not (_raylets() - raylets_before)  # Ray shut down
-        assert not (live_engine_pids() - engines_before)  # every arm stopped its server
+        assert not ray.is_initialized() and _left_running() == []  # Ray shut down, every server stopped
         yield run
 
 
@@ -127,6 +143,9 @@ def test_tables_on_the_parent_run_and_in_the_results_dir(swept: Sweep) -> None:
     assert (out / "summary.json").is_file() and "## Negative-result cells" in (out / "summary.md").read_text()
     assert swept.first is not None
     assert "Cost per million SLO-qualified tokens" in swept.first.stdout and "mlflow ui" in swept.first.stdout
+    table, markdown = Artifact.get("it-sweep-cost-table"), Artifact.get("it-sweep-sweep-summary")
+    assert table is not None and table.type == "table" and markdown is not None and markdown.type == "markdown"
+    assert markdown.data is not None and swept.sweep_id in str(markdown.data)
 
 
 def test_the_api_key_is_never_logged(swept: Sweep) -> None:
@@ -157,3 +176,17 @@ def test_revalidate_check_sees_a_changed_draft(swept: Sweep) -> None:
     changed = swept.cli("revalidate", str(swept.config), "--check")
     assert changed.exit_code == 0, changed.output
     assert changed.stdout.strip().splitlines()[-1] == "changed: draft"
+
+
+def test_revalidate_emits_the_trigger_event(swept: Sweep) -> None:
+    """Runs after the draft changed (above); the watcher's run_sweep=False leaves the sweep to the trigger."""
+    result = revalidate_flow(str(swept.config), run_sweep=False, tracking=swept.uri,
+                             results_dir=str(swept.root / "results"))
+    assert result.changed == ["draft"] and result.event_emitted and result.sweep is None
+    wanted = EventFilter(event=EventNameFilter(name=[EVENT]))
+    deadline = time.monotonic() + 60
+    with get_client(sync_client=True) as client:
+        while not (events := client.read_events(wanted, limit=10).events) and time.monotonic() < deadline:
+            time.sleep(1)
+    assert events and events[0].payload["changed"] == ["draft"]
+    assert events[0].resource.id == "specfleet.config.it-sweep"

@@ -1,0 +1,47 @@
+"""``specfleet report``: one self-contained HTML report and a markdown summary of a sweep."""
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.errors import exit_on_error
+
+# An unreachable tracking server should cost seconds, not MLflow's default minutes of retries.
+MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+DEFAULT_DRAFT_COST_RATIO = 0.05  # the seed's c for its worked grid: an assumption, never a measurement
+
+TrackingUri = Annotated[str | None, typer.Option(
+    "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")]
+DraftCostRatio = Annotated[float, typer.Option(
+    "--draft-cost-ratio", min=0.0, help="Assumed draft cost ratio c for the modelled grid (labelled as modelled).")]
+
+
+def report(
+    sweep: Annotated[str, typer.Argument(help="Sweep id (under --results-dir) or a sweep's results folder.")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Folder for report.html and report.md (default: <sweep folder>/report).")] = None,
+    against: Annotated[str | None, typer.Option(
+        "--against", help="Another sweep (id or folder): add a side-by-side diff with the flipped decisions.")] = None,
+    results_dir: Annotated[Path, typer.Option("--results-dir", help="Root of the sweeps' results.")] = Path("results"),
+    tracking_uri: TrackingUri = None,
+    draft_cost_ratio: DraftCostRatio = DEFAULT_DRAFT_COST_RATIO,
+) -> None:
+    """Write the sweep's report (decision, heat maps, latency, acceptance, KV, energy, model vs
+    measured, negative cells, equivalence, contract) and log it to the sweep's MLflow run."""
+    from tasks.report.content import build_content
+    from tasks.report.load import find_sweep_dir, load_report_data
+    from tasks.report.publish import log_to_sweep_run, write_report
+    from tasks.tracking import tracking_uri as resolve_uri
+
+    with exit_on_error():
+        folder = find_sweep_dir(sweep, results_dir)
+        other = load_report_data(find_sweep_dir(against, results_dir)) if against else None
+        data = load_report_data(folder)
+        files = write_report(build_content(data, draft_cost_ratio, other), out or folder / "report")
+    print(f"report: {files.html}")
+    print(f"summary: {files.markdown}")
+    for name, value in MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    print(log_to_sweep_run(resolve_uri(tracking_uri), data.config.name, data.sweep_id, [files.html, files.markdown]))

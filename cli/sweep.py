@@ -1,0 +1,73 @@
+"""``specfleet sweep``, ``revalidate`` and ``demo``: thin calls into the Prefect flows."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.errors import ExitCode, exit_on_error
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
+
+ConfigArg = Annotated[Path, typer.Argument(help="Sweep config (YAML).")]
+TrackingUri = Annotated[str | None, typer.Option(
+    "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")]
+ResultsDir = Annotated[Path, typer.Option("--results-dir", help="Per-cell results, one folder per sweep.")]
+
+
+def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path) -> None:
+    from cli.render import print_sweep_summary
+    from flows.sweep import sweep_flow
+    from tasks.config import load_sweep_config
+    from tasks.sweep_plan import open_sweep
+    from tasks.tracking import tracking_uri as resolve_uri
+
+    with exit_on_error():
+        load_sweep_config(config)  # bad input exits 2 before Prefect, Ray or an engine starts
+        if resume is not None:
+            open_sweep(results_dir, resume)
+        summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir))
+    print_sweep_summary(summary, resolve_uri(tracking_uri))
+    if summary.failed_cells:
+        raise typer.Exit(ExitCode.FAILED_CELLS)
+
+
+def sweep(
+    config: ConfigArg,
+    resume: Annotated[str | None, typer.Option("--resume", help="Sweep id: measure only its missing cells.")] = None,
+    tracking_uri: TrackingUri = None,
+    results_dir: ResultsDir = Path("results"),
+) -> None:
+    """Measure every arm and cell of CONFIG on real servers and decide where speculation pays.
+
+    Exit 3 when some cells failed (their results are kept; --resume measures the rest).
+    """
+    _run_sweep(config, resume, tracking_uri, results_dir)
+
+
+def revalidate(
+    config: ConfigArg,
+    check: Annotated[bool, typer.Option("--check", help="Only say whether the fingerprint changed.")] = False,
+    tracking_uri: TrackingUri = None,
+    results_dir: ResultsDir = Path("results"),
+) -> None:
+    """Compare the fingerprint with the last finished sweep's; on a change, emit the event and sweep."""
+    from cli.render import print_sweep_summary
+    from flows.revalidate import revalidate_flow
+    from tasks.config import load_sweep_config
+    from tasks.tracking import tracking_uri as resolve_uri
+
+    with exit_on_error():
+        load_sweep_config(config)
+        result = revalidate_flow(str(config), check=check, tracking=tracking_uri, results_dir=str(results_dir))
+    print(result.verdict)
+    if result.sweep is not None:
+        print_sweep_summary(result.sweep, resolve_uri(tracking_uri))
+        if result.sweep.failed_cells:
+            raise typer.Exit(ExitCode.FAILED_CELLS)
+
+
+def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("results")) -> None:
+    """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models."""
+    _run_sweep(DEMO_CONFIG, None, tracking_uri, results_dir)

@@ -1,0 +1,65 @@
+"""The sweep: measure every arm and cell on real servers, then decide where speculation pays.
+
+1. Plan: validate the config, fingerprint models, tokenizer, engine, methods and hardware,
+   expand the matrix, skip cells already complete (``--resume``).
+2. Open the sweep's MLflow parent run (the contract as params, the fingerprint as tags).
+3. Measure in three stages of Ray tasks: the baseline, every speculative arm side by side,
+   the baseline again (its end cells put overnight drift into the noise floor).
+   Each finished arm's cells become MLflow child runs.
+4. Aggregate with the economics core: cost table, decisions, negative cells, k policy;
+   publish them to MLflow, Prefect artifacts and the results dir.
+"""
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+from prefect.exceptions import TerminationSignal
+from rich.console import Console
+
+from tasks.aggregate import SweepSummary, aggregate
+from tasks.prefect_artifacts import publish_prefect_artifacts, summary_markdown
+from tasks.ray_arms import CellProgress, ray_session, run_stage
+from tasks.store import atomic_write_text
+from tasks.sweep_plan import plan_sweep
+from tasks.tracking import close_sweep_run, log_cell_runs, log_sweep_summary, open_sweep_run, tracking_uri
+
+DEFAULT_RESULTS_DIR = "results"
+
+
+@flow(name="specfleet-sweep")
+def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None = None,
+               results_dir: str = DEFAULT_RESULTS_DIR) -> SweepSummary:
+    """Run (or resume) one sweep; returns its summary. Every cell is stored as it finishes."""
+    plan = plan_sweep(Path(config_path), resume, Path(results_dir))
+    Console().print(f"sweep id: {plan.sweep_id}")
+    logger = get_run_logger()
+    logger.info("sweep %s: %d of %d cells to measure on %d servers", plan.sweep_id,
+                plan.pending_cells, len(plan.cells), len(plan.work))
+    for warning in plan.warnings:
+        logger.warning(warning)
+    uri = tracking_uri(tracking)
+    parent = open_sweep_run(uri, plan)
+    status, reports = "FAILED", []
+    try:
+        if plan.work:
+            with ray_session(plan.config) as resources, CellProgress(plan.pending_cells) as progress:
+                for label, stage in plan.stages():
+                    done = run_stage(plan, stage, resources, progress, label)
+                    plan.pull_results()
+                    log_cell_runs(uri, parent, [c for r in done for c in r.cells], plan.store, plan.fingerprint.digest)
+                    reports += done
+        stored = [c for c in plan.store.cells() if c.key in plan.cells]
+        log_cell_runs(uri, parent, stored, plan.store, plan.fingerprint.digest)  # any a crash left unlogged
+        summary = aggregate(plan, reports)
+        markdown = summary_markdown(summary)
+        plan.store.write_json("summary.json", summary)
+        atomic_write_text(plan.store.dir / "summary.md", markdown)
+        log_sweep_summary(uri, parent, summary, markdown)
+        publish_prefect_artifacts(summary, markdown)
+        status = "FAILED" if summary.failed_cells else "FINISHED"
+    except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or Prefect cancelling the run
+        status = "KILLED"
+        raise
+    finally:
+        close_sweep_run(uri, parent, status)
+    return summary

@@ -1,0 +1,151 @@
+"""Arms as Ray tasks. Each requests its arm's accelerators, runs one server life
+(``tasks.arm.run_arm``: start, probes, cells stored as they finish, stop) and returns
+plain data. Ray remote functions called from an ordinary Prefect task avoid prefect-ray's
+result-storage and retry pitfalls (measurement.md, "Orchestration and tracking pitfalls").
+"""
+
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
+from specfleet.errors import InputError
+from specfleet.prompts import PromptItem
+from specfleet.results import CellResult
+from tasks.arm import run_arm
+from tasks.store import ResultsStore
+from tasks.sweep_plan import ArmWork, SweepPlan
+
+ARM_RESOURCE = "specfleet_arm"
+"""Custom resource, one per CPU node: CPU arms never share a machine's cores."""
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class ArmReport:
+    """What one arm's Ray task returned, parsed on the flow side."""
+
+    arm: str
+    phase: str
+    cells: list[CellResult]
+    error: str | None
+    startup_s: float | None
+    wall_s: float
+
+
+def is_cpu(config: SweepConfig) -> bool:
+    return config.hardware.accelerator.strip().lower() == "cpu"
+
+
+@contextmanager
+def ray_session(config: SweepConfig) -> Iterator[dict[str, Any]]:
+    """Local Ray unless ``RAY_ADDRESS`` names a cluster; yields each arm's resource request
+    and always shuts Ray down (its workers stop their servers on SIGTERM)."""
+    quiet: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(**quiet)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 1, resources={ARM_RESOURCE: 1} if is_cpu(config) else None, **quiet)
+    try:
+        yield arm_resources(config)
+    finally:
+        ray.shutdown()
+
+
+def arm_resources(config: SweepConfig) -> dict[str, Any]:
+    """GPU arms ask for their tensor-parallel degree; a CPU arm takes a whole node's cores."""
+    if not is_cpu(config):
+        gpus = config.hardware.tensor_parallel_size
+        seen = ray.cluster_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
+        if seen < gpus:
+            raise InputError(f"hardware.tensor_parallel_size {gpus}: Ray sees {seen:g} GPUs "
+                             f"(hardware.accelerator is {config.hardware.accelerator!r}; use 'cpu' for the CPU build)")
+        return {"num_gpus": gpus, "num_cpus": 1}
+    cores = [node["Resources"].get("CPU", 1.0) for node in ray.nodes()  # type: ignore[no-untyped-call]
+             if node["Alive"] and ARM_RESOURCE in node["Resources"]]
+    if not cores:
+        raise InputError(f"the Ray cluster has no {ARM_RESOURCE!r} resource: start each CPU node with "
+                         f"--resources '{{\"{ARM_RESOURCE}\": 1}}'")
+    return {"num_cpus": min(cores), "resources": {ARM_RESOURCE: 1}}
+
+
+@ray.remote(max_retries=0)
+def _arm_task(
+    config: SweepConfig, arm: ArmPlan, cells: list[tuple[CellIdentity, str]], resolved: dict[str, str],
+    prompts_by_class: dict[str, list[PromptItem]], results_root: str, sweep_id: str, probe: bool,
+) -> dict[str, Any]:
+    """One server life on a Ray worker; the store must be reachable there (local, or shared)."""
+    store = ResultsStore(Path(results_root), sweep_id)
+    outcome = run_arm(config, arm, cells, resolved, prompts_by_class, store, probe=probe)
+    return {
+        "arm": outcome.arm, "error": outcome.error, "startup_s": outcome.startup_s, "wall_s": outcome.wall_s,
+        "cells": [cell.model_dump(mode="json") for cell in outcome.cells],
+    }
+
+
+def _report(work: ArmWork, ref: ray.ObjectRef) -> ArmReport:  # type: ignore[type-arg]
+    try:
+        data = ray.get(ref)
+    except ray.exceptions.RayError as err:  # the worker died: its stored cells stay, resume finishes the rest
+        return ArmReport(arm=work.arm.arm, phase=work.phase, cells=[], error=f"Ray task failed: {err}",
+                         startup_s=None, wall_s=0.0)
+    return ArmReport(arm=data["arm"], phase=work.phase, error=data["error"], startup_s=data["startup_s"],
+                     wall_s=data["wall_s"], cells=[CellResult.model_validate(c) for c in data["cells"]])
+
+
+class CellProgress:
+    """A rich progress bar over the sweep's pending cells, advanced as cell files land in the store."""
+
+    def __init__(self, total: int) -> None:
+        self.started = time.time()
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("cells"), TimeElapsedColumn())
+        self.task = self.bar.add_task("measuring", total=total)
+
+    def __enter__(self) -> "CellProgress":
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def update(self, store: ResultsStore, keys: set[str], stage: str) -> None:
+        done = sum(1 for key in keys if _written_since(store.cell_path(key), self.started))
+        self.bar.update(self.task, completed=done, description=stage)
+
+
+def _written_since(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_mtime >= since
+    except FileNotFoundError:
+        return False
+
+
+@task(cache_policy=NO_CACHE)  # a measurement must run when asked; resume is keyed on the store
+def run_stage(plan: SweepPlan, stage: Sequence[ArmWork], resources: dict[str, Any], progress: CellProgress,
+              label: str) -> list[ArmReport]:
+    """Submit the stage's arms at once (Ray places them as accelerators free up); wait for all."""
+    refs = {
+        _arm_task.options(**resources).remote(
+            plan.config, work.arm, work.cells, plan.resolved, plan.prompts_by_class,
+            str(plan.store.root), plan.sweep_id, work.probe,
+        ): work
+        for work in stage
+    }
+    keys = {key for work in plan.work for _, key in work.cells}
+    reports, waiting = [], list(refs)
+    while waiting:
+        done, waiting = ray.wait(waiting, num_returns=1, timeout=POLL_S)
+        reports += [_report(refs[ref], ref) for ref in done]
+        progress.update(plan.store, keys, label)
+    return reports

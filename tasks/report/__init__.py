@@ -1,0 +1,1 @@
+"""``specfleet report``: a sweep's results as one self-contained HTML file and a markdown summary."""

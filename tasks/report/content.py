@@ -1,0 +1,66 @@
+"""Everything one report shows, assembled once for both the HTML and the markdown output."""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from specfleet.decision_table import DecisionRow, negative_cells
+from specfleet.kpolicy import KPolicy
+from tasks.report.diff import SweepDiff, diff_sweeps
+from tasks.report.load import ReportData
+from tasks.report.measures import (
+    EnergyRow,
+    KVRow,
+    LatencyCurve,
+    acceptance_by_position,
+    contract_sections,
+    energy_rows,
+    kv_rows,
+    latency_curves,
+)
+from tasks.report.views import (
+    ClassVerdict,
+    HeatMap,
+    TheoryRow,
+    class_verdicts,
+    heat_maps,
+    modelled_grid,
+    theory_rows,
+)
+
+
+@dataclass(frozen=True)
+class ReportContent:
+    data: ReportData
+    draft_cost_ratio: float
+    generated_at: str
+    verdicts: list[ClassVerdict]
+    deployable: list[tuple[KPolicy, dict[str, object] | None]]
+    """The all-prompt-classes specfleet policy of each speculative arm and its speculative_config."""
+    maps: list[HeatMap]
+    theory: list[TheoryRow]
+    grid_ks: list[int]
+    grid: list[tuple[float, list[float]]]
+    latency: list[tuple[LatencyCurve, LatencyCurve]]
+    acceptance: dict[str, dict[str, list[float]]]
+    acceptance_missing: dict[str, str]
+    kv: list[KVRow]
+    energy: list[EnergyRow]
+    negative: list[DecisionRow]
+    contract: list[tuple[str, list[tuple[str, str]]]]
+    diff: SweepDiff | None
+
+
+def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData | None = None) -> ReportContent:
+    """``draft_cost_ratio`` is the c the modelled lines assume; ``against`` adds the diff."""
+    ks, grid = modelled_grid(data.config, draft_cost_ratio)
+    rates, missing = acceptance_by_position(data)
+    return ReportContent(
+        data=data, draft_cost_ratio=draft_cost_ratio,
+        generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        verdicts=class_verdicts(data),
+        deployable=[(p.specfleet, p.specfleet.speculative_config()) for p in data.policies if p.peer is None],
+        maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
+        latency=latency_curves(data), acceptance=rates, acceptance_missing=missing,
+        kv=kv_rows(data), energy=energy_rows(data), negative=negative_cells(data.decisions, data.config),
+        contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,
+    )

@@ -1,0 +1,59 @@
+"""Two sweeps side by side (``--against``): what changed in the contract and fingerprint, and
+every matched decision with the cells whose verdict flipped listed first."""
+
+from dataclasses import dataclass
+
+from specfleet.decisions import Decision
+from specfleet.fingerprint import changed_parts
+from tasks.report.load import ReportData
+from tasks.report.views import load_label, row_label
+from tasks.tracking_names import contract_params
+
+ABSENT = "(absent)"
+DecisionKey = tuple[str, str, str, str, float]
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    arm: str
+    row: str
+    load: str
+    this: Decision | None
+    other: Decision | None
+
+    @property
+    def flipped(self) -> bool:
+        return self.this is not None and self.other is not None and self.this.verdict != self.other.verdict
+
+
+@dataclass(frozen=True)
+class SweepDiff:
+    this_id: str
+    other_id: str
+    fingerprint_changes: list[str]
+    contract_changes: list[tuple[str, str, str]]
+    """(param, this sweep's value, the other sweep's value) for every contract field that differs."""
+    rows: list[DiffRow]
+
+    @property
+    def flipped(self) -> list[DiffRow]:
+        return [r for r in self.rows if r.flipped]
+
+
+def _key(d: Decision) -> DecisionKey:
+    s = d.slice
+    return (s.arm, s.prompt_class, s.sampling, s.load_mode, s.load_value)
+
+
+def diff_sweeps(this: ReportData, other: ReportData) -> SweepDiff:
+    mine = {_key(d): d for d in this.decisions}
+    theirs = {_key(d): d for d in other.decisions}
+    rows = [DiffRow(arm=key[0], row=row_label(this.config, key[1], key[2]), load=load_label(key[3], key[4]),
+                    this=mine.get(key), other=theirs.get(key))
+            for key in sorted(mine.keys() | theirs.keys())]
+    rows.sort(key=lambda r: not r.flipped)  # stable: flipped first, each group in key order
+    a, b = contract_params(this.config), contract_params(other.config)
+    changes = [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+    return SweepDiff(this_id=this.sweep_id, other_id=other.sweep_id,
+                     fingerprint_changes=changed_parts(other.fingerprint, this.fingerprint),
+                     contract_changes=changes, rows=rows)

@@ -1,0 +1,35 @@
+"""Text formats shared by the HTML and markdown reports. A missing figure prints as "n/a"."""
+
+import json
+
+from specfleet.stats.bootstrap import Interval
+
+NA = "n/a"
+
+
+def num(value: float | int | None, spec: str = ".2f") -> str:
+    return NA if value is None else f"{value:{spec}}"
+
+
+def pct(value: float | None, signed: bool = True) -> str:
+    return NA if value is None else f"{value:{'+' if signed else ''}.1%}"
+
+
+def speedup(interval: Interval | None) -> str:
+    """``1.23x [1.10, 1.35]``; the bracket is left out when the interval could not be formed."""
+    if interval is None:
+        return NA
+    if interval.low is None or interval.high is None:
+        return f"{interval.estimate:.2f}x"
+    return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def saving_range(low: float | None, high: float | None) -> str:
+    return NA if low is None and high is None else f"[{pct(low)}, {pct(high)}]"
+
+
+def config_json(config: dict[str, object] | None) -> str:
+    """Valid JSON, one key a line with each value compact (a batch-size schedule stays on one line)."""
+    if config is None:
+        return NA
+    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(config.items())) + "\n}"

@@ -1,0 +1,52 @@
+"""The self-contained HTML report: one Jinja2 template, figures inlined as base64 PNG,
+styles inline, nothing fetched when the file is opened."""
+
+from dataclasses import dataclass
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from specfleet.decision_table import DecisionRow
+from tasks.report import fmt, plots
+from tasks.report.content import ReportContent
+from tasks.report.views import load_label
+
+TEMPLATE = "report.html.j2"
+NEGATIVE_LEADING = ("prompt_class", "sampling", "load_mode", "load_value", "method", "k", "verdict", "reason_code",
+                    "reason")
+NEGATIVE_COLUMNS = [*NEGATIVE_LEADING, *(name for name in DecisionRow.model_fields if name not in NEGATIVE_LEADING)]
+
+
+@dataclass(frozen=True)
+class Figures:
+    heat_maps: list[tuple[str, str]]
+    speedup: str
+    acceptance: str
+    latency: str
+    kv: str | None
+    energy: str | None
+    theory: str
+
+
+def draw(content: ReportContent) -> Figures:
+    return Figures(
+        heat_maps=[(m.arm, plots.heat_map_png(m, plots.heat_spread(content.maps))) for m in content.maps],
+        speedup=plots.speedup_png(content.maps),
+        acceptance=plots.acceptance_png(content.acceptance),
+        latency=plots.latency_png(content.latency),
+        kv=plots.kv_png(content.kv),
+        energy=plots.energy_png(content.energy),
+        theory=plots.theory_png(content.theory, content.grid_ks, content.draft_cost_ratio),
+    )
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("tasks.report", "templates"), autoescape=select_autoescape(["j2"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(num=fmt.num, pct=fmt.pct, speedup=fmt.speedup, config_json=fmt.config_json,
+                       saving_range=fmt.saving_range)
+    env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA)
+    return env
+
+
+def render_html(content: ReportContent) -> str:
+    return _environment().get_template(TEMPLATE).render(c=content, d=content.data, fig=draw(content))

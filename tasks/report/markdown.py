@@ -1,0 +1,89 @@
+"""The markdown summary: the decision up front, the k policies, the negative cells and the
+gates, pointing at the HTML report for the figures."""
+
+from specfleet.decision_table import decision_rows
+from tasks.prefect_artifacts import COST_COLUMNS, NEGATIVE_COLUMNS, markdown_table
+from tasks.report import fmt
+from tasks.report.content import ReportContent
+from tasks.report.views import load_label
+
+
+def _decision_lines(content: ReportContent) -> list[str]:
+    header = ("prompt class", "verdict", "best arm (method, k)", "load", "saving", "saving interval", "speedup [CI]",
+              "reason")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for v in content.verdicts:
+        p = v.pick
+        if p is None:
+            lines.append(f"| {v.label} | {v.verdict} | {fmt.NA} | | | | | no speculative cell was compared |")
+            continue
+        lines.append(
+            f"| {v.label} | **{v.verdict}** | {p.slice.arm} ({p.slice.method}, k={p.slice.k}) | "
+            f"{load_label(p.slice.load_mode, p.slice.load_value)} | "
+            f"{fmt.pct(p.cost.saving_fraction if p.cost else None)} | "
+            f"{fmt.saving_range(v.saving_low, v.saving_high)} | "
+            f"{fmt.speedup(p.interval)} | {p.reason.replace('|', '/')} |")
+    return lines
+
+
+def _policy_lines(content: ReportContent) -> list[str]:
+    lines = ["", "## k policy (ready-to-paste vLLM speculative_config)", ""]
+    for v in content.verdicts:
+        lines += [f"**{v.label}**:", ""]
+        if v.speculative_config:
+            lines += ["```json", fmt.config_json(v.speculative_config), "```", ""]
+        if v.config_note:
+            lines += [v.config_note if v.speculative_config else f"{fmt.NA}: {v.config_note}", ""]
+    for policy, config in content.deployable:
+        lines += [f"**{policy.spec_name}, all prompt classes ({policy.sampling})**:", ""]
+        lines += ["```json", fmt.config_json(config), "```", ""] if config else \
+            [f"{fmt.NA}: {policy.refused or 'speculation adopted at no measured level'}", ""]
+    return lines
+
+
+def _measurement_lines(content: ReportContent) -> list[str]:
+    lines = ["", "## Equivalence", ""]
+    for e in content.data.equivalence:
+        results = [r.gate() for r in (e.greedy, e.stochastic) if r is not None]
+        gates = "; ".join(f"{g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}" for g in results)
+        lines.append(f"- {e.arm}: {gates or fmt.NA}" + (f" ({'; '.join(e.unavailable)})" if e.unavailable else ""))
+    lines += ["", "## KV capacity", ""]
+    lines += [f"- {r.arm}: {fmt.num(r.tokens, ',d')} tokens, draft costs {fmt.pct(r.draft_cost, signed=False)}"
+              + (f" ({r.note})" if r.note else "") for r in content.kv]
+    lines += ["", "## Energy per SLO-qualified accepted token", ""]
+    lines += [f"- {r.arm} {r.load}: {fmt.num(r.j_per_qualified_token, '.4g')} J" + (f" ({r.note})" if r.note else "")
+              for r in content.energy]
+    return lines
+
+
+def _diff_lines(content: ReportContent) -> list[str]:
+    diff = content.diff
+    if diff is None:
+        return []
+    lines = ["", f"## Against sweep {diff.other_id}", "",
+             f"Fingerprint parts changed: {', '.join(diff.fingerprint_changes) or 'none'}; "
+             f"{len(diff.contract_changes)} contract fields differ; "
+             f"{len(diff.flipped)} of {len(diff.rows)} decisions flipped.", ""]
+    lines += [f"- {r.arm} {r.row} {r.load}: {r.other.verdict} -> {r.this.verdict} "
+              f"({r.other.reason_code} -> {r.this.reason_code})" for r in diff.flipped if r.this and r.other]
+    return lines
+
+
+def render_markdown(content: ReportContent, html_name: str) -> str:
+    d = content.data
+    rows = [r.model_dump(mode="json") for r in decision_rows(d.decisions, d.config)]
+    lines = [
+        f"# specfleet report: sweep {d.sweep_id}", "",
+        f"Config `{d.config.name}`, fingerprint `{d.fingerprint.digest}`, {len(d.cells)} stored cells; "
+        f"decisions from {d.decisions_source}. Figures: `{html_name}`. Generated {content.generated_at}.", "",
+        "## Decision per prompt class", "", *_decision_lines(content), *_policy_lines(content),
+        "## All decisions", "", markdown_table(rows, COST_COLUMNS),
+        f"## Negative-result cells ({len(content.negative)})", "",
+        markdown_table([r.model_dump(mode="json") for r in content.negative], NEGATIVE_COLUMNS).rstrip("\n"),
+        *_measurement_lines(content), *_diff_lines(content),
+    ]
+    if d.failed_cells:
+        lines += ["", "## Failed cells", "", *(f"- {f}" for f in d.failed_cells)]
+    if d.notes:
+        lines += ["", "## Notes", "", *(f"- {n}" for n in d.notes)]
+    return "\n".join(lines) + "\n"

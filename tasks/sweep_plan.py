@@ -1,0 +1,131 @@
+"""A sweep's plan: the validated config, its fingerprint, the matrix with stable cell keys,
+and which cells still need a measurement (the resume rule: a cell with a complete result
+in the results store is never measured again)."""
+
+import contextlib
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
+from specfleet.errors import InputError
+from specfleet.fingerprint import Fingerprint, changed_parts
+from specfleet.prompts import PromptItem
+from tasks.config import load_sweep_config
+from tasks.fingerprint import compute_fingerprint
+from tasks.models import resolve_models
+from tasks.preflight import config_base_dir, tokenizer_warnings
+from tasks.prompt_sets import load_prompt_class
+from tasks.store import ResultsStore
+
+Phase = Literal["main", "baseline_end"]
+SWEEP_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class ArmWork:
+    """One server start: an arm in a phase and the (identity, key) cells it still owes."""
+
+    arm: ArmPlan
+    phase: Phase
+    cells: list[tuple[CellIdentity, str]]
+    probe: bool
+
+
+@dataclass
+class SweepPlan:
+    config: SweepConfig
+    config_path: Path
+    sweep_id: str
+    resumed: bool
+    resolved: dict[str, str]
+    fingerprint: Fingerprint
+    store: ResultsStore
+    prompts_by_class: dict[str, list[PromptItem]]
+    warnings: list[str]
+    cells: dict[str, CellIdentity] = field(default_factory=dict)
+    """Every planned cell by key, complete or not."""
+    work: list[ArmWork] = field(default_factory=list)
+    """Servers to start, baseline first and baseline end last; arms with nothing to do are left out."""
+
+    @property
+    def pending_cells(self) -> int:
+        return sum(len(w.cells) for w in self.work)
+
+    def pull_results(self) -> None:
+        """Reopen the store: with an S3 mirror this fetches what arms on other Ray nodes wrote."""
+        self.store = ResultsStore(self.store.root, self.sweep_id)
+
+    def stages(self) -> list[tuple[str, list[ArmWork]]]:
+        """Baseline, then every speculative arm side by side, then the baseline again: its
+        start and end cells bracket the night, so drift shows up in the noise floor."""
+        stages = [
+            ("baseline", [w for w in self.work if w.arm.is_baseline and w.phase == "main"]),
+            ("speculative arms", [w for w in self.work if not w.arm.is_baseline]),
+            ("baseline (end)", [w for w in self.work if w.phase == "baseline_end"]),
+        ]
+        return [(label, work) for label, work in stages if work]
+
+
+def new_sweep_id(name: str, now: datetime | None = None) -> str:
+    """Readable, sortable and unique: ``<config name>-<UTC time>-<4 hex>``."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{name}-{stamp}-{secrets.token_hex(2)}"
+
+
+def open_sweep(results_dir: Path, sweep_id: str) -> tuple[ResultsStore, dict[str, Any]]:
+    """An existing sweep's store (fetched from the S3 mirror when one is set) and what it
+    recorded when it started (config name, fingerprint)."""
+    store = ResultsStore(results_dir, sweep_id)
+    stored = store.read_json(SWEEP_FILE)
+    if stored is None:
+        with contextlib.suppress(OSError):
+            store.dir.rmdir()  # only if opening the unknown id left an empty folder
+        raise InputError(f"--resume {sweep_id}: no sweep with this id under {results_dir}")
+    return store, stored
+
+
+def _check_resume(sweep_id: str, stored: dict[str, Any], config: SweepConfig, fingerprint: Fingerprint) -> None:
+    """A resumed sweep must measure the same thing: same config name, same fingerprint."""
+    if stored.get("name") != config.name:
+        raise InputError(f"--resume {sweep_id}: that sweep ran config {stored.get('name')!r}, not {config.name!r}")
+    old = Fingerprint.model_validate(stored["fingerprint"])
+    if old.digest != fingerprint.digest:
+        parts = ", ".join(changed_parts(old, fingerprint)) or "fingerprint"
+        raise InputError(f"--resume {sweep_id}: {parts} changed since that sweep started; "
+                         "start a new sweep (results of different fingerprints never mix)")
+
+
+@task(cache_policy=NO_CACHE)
+def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> SweepPlan:
+    """Validate, resolve models, fingerprint, expand the matrix and subtract complete cells."""
+    config = load_sweep_config(config_path)
+    prompts = {pc.name: load_prompt_class(pc, config_base_dir(config_path)) for pc in config.prompt_classes}
+    resolved = resolve_models(config)
+    fingerprint = compute_fingerprint(config, resolved)
+    if resume is not None:
+        store, stored = open_sweep(results_dir, resume)
+        _check_resume(resume, stored, config, fingerprint)
+    else:
+        store = ResultsStore(results_dir, new_sweep_id(config.name))
+        store.write_json(SWEEP_FILE, {"name": config.name, "config": str(config_path),
+                                      "fingerprint": fingerprint.model_dump(mode="json")})
+    plan = SweepPlan(config=config, config_path=config_path, sweep_id=store.sweep_id, resumed=resume is not None,
+                     resolved=resolved, fingerprint=fingerprint, store=store, prompts_by_class=prompts,
+                     warnings=tokenizer_warnings(config, resolved))
+    complete = store.complete_keys()
+    arms = arm_plans(config)
+    phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]
+    for arm, phase in phases:
+        cells = [(ident, ident.key(fingerprint.digest)) for ident in cell_identities(config, arm, phase)]
+        plan.cells.update({key: ident for ident, key in cells})
+        todo = [(ident, key) for ident, key in cells if key not in complete]
+        if todo:
+            probe = phase == "main" and store.read_json(f"equivalence/{arm.arm}.json") is None
+            plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe))
+    return plan

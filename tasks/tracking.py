@@ -1,0 +1,163 @@
+"""MLflow: one parent run per sweep (the contract as params, the fingerprint as tags), one
+child run per cell, the sweep's tables on the parent. Logged from the flow process only,
+through an explicit ``MlflowClient``: no active-run globals, so an ``MLFLOW_RUN_ID`` in the
+environment cannot capture the runs (mlflow#15713) and Ray workers need no tracking setup
+(mlflow#7206)."""
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
+from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+from mlflow.tracking.context.registry import resolve_tags
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from specfleet.decision_table import DecisionRow
+from specfleet.fingerprint import Fingerprint
+from specfleet.results import CellResult
+from tasks.aggregate import SweepSummary
+from tasks.arm import api_key
+from tasks.store import ResultsStore
+from tasks.sweep_plan import SweepPlan
+from tasks.tracking_names import (
+    cell_metrics,
+    cell_params,
+    cell_tags,
+    contract_params,
+    fingerprint_from_tags,
+    fingerprint_tags,
+)
+from tasks.versions import stack_versions
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+SWEEP_RUNS = "tags.run_kind = 'sweep'"
+
+
+def tracking_uri(explicit: str | None = None) -> str:
+    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def _experiment_id(client: MlflowClient, name: str) -> str:
+    found = client.get_experiment_by_name(name)
+    return found.experiment_id if found is not None else client.create_experiment(name)
+
+
+def _log_batch(client: MlflowClient, run_id: str, metrics: Mapping[str, float] | None = None,
+               params: Mapping[str, str] | None = None) -> None:
+    """Metrics in one call (at most 1000 a batch), params in batches of MLflow's limit of 100."""
+    now_ms = int(time.time() * 1000)
+    if metrics:
+        client.log_batch(run_id, metrics=[Metric(k, v, now_ms, 0) for k, v in metrics.items()])
+    items = [Param(k, v) for k, v in (params or {}).items()]
+    for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
+        client.log_batch(run_id, params=items[start:start + MAX_PARAMS_TAGS_PER_BATCH])
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
+def open_sweep_run(uri: str, plan: SweepPlan) -> str:
+    """The sweep's parent run: found by its sweep id on resume, else created with the contract."""
+    client = MlflowClient(uri)
+    experiment = _experiment_id(client, plan.config.name)
+    found = client.search_runs([experiment], f"{SWEEP_RUNS} and tags.sweep_id = '{plan.sweep_id}'", max_results=1)
+    if found:
+        run_id: str = found[0].info.run_id
+        client.update_run(run_id, status="RUNNING")
+        return run_id
+    tags = {"run_kind": "sweep", "sweep_id": plan.sweep_id, "config_name": plan.config.name,
+            **fingerprint_tags(plan.fingerprint),
+            **{f"version.{name}": v or "not installed" for name, v in stack_versions().items()}}
+    run = client.create_run(experiment, run_name=plan.sweep_id, tags=resolve_tags(tags))
+    _log_batch(client, run.info.run_id, params=contract_params(plan.config, [api_key(plan.config) or ""]))
+    return str(run.info.run_id)
+
+
+def _logged_cells(client: MlflowClient, experiment: str, parent_id: str) -> dict[str, tuple[str, str]]:
+    """cell key -> (run id, started_at) of the child runs already under the parent."""
+    out: dict[str, tuple[str, str]] = {}
+    token = None
+    while True:
+        page = client.search_runs([experiment], f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_id}'",
+                                  max_results=1000, page_token=token)
+        for run in page:
+            tags = run.data.tags
+            out[tags.get("cell_key", "")] = (run.info.run_id, tags.get("started_at", ""))
+        token = page.token
+        if not token:
+            return out
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
+def log_cell_runs(uri: str, parent_id: str, cells: Sequence[CellResult], store: ResultsStore,
+                  fingerprint_digest: str) -> int:
+    """A child run per cell with its metrics and raw per-request Parquet. A cell already
+    logged is skipped; a re-measured one replaces its stale run. Returns runs created."""
+    client = MlflowClient(uri)
+    experiment = client.get_run(parent_id).info.experiment_id
+    logged = _logged_cells(client, experiment, parent_id)
+    created = 0
+    for cell in cells:
+        previous = logged.get(cell.key)
+        if previous is not None and previous[1] == (cell.started_at or ""):
+            continue
+        if previous is not None:
+            client.delete_run(previous[0])
+        tags = {MLFLOW_PARENT_RUN_ID: parent_id, **cell_tags(cell, fingerprint_digest)}
+        run_id = client.create_run(experiment, run_name=cell.identity.label, tags=tags).info.run_id
+        _log_batch(client, run_id, metrics=cell_metrics(cell), params=cell_params(cell.identity))
+        records = store.records_path(cell.key)
+        if records.exists():
+            client.log_artifact(run_id, str(records), "records")
+        client.set_terminated(run_id, "FAILED" if cell.status == "failed" else "FINISHED")
+        created += 1
+    return created
+
+
+def _table(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=list(DecisionRow.model_fields))
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
+def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown: str) -> None:
+    """The cost table, negative cells, decisions and k policy on the sweep's parent run."""
+    client = MlflowClient(uri)
+    tables = {"cost_table.json": summary.cost_table, "negative_cells.json": summary.negative_cells}
+    artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri)
+    for name, rows in tables.items():
+        artifacts.delete_artifacts(name)  # type: ignore[no-untyped-call]  # a resumed sweep replaces its tables: log_table would append
+        client.log_table(parent_id, _table(rows), name)
+    client.log_dict(parent_id, {"decisions": summary.decisions}, "decisions.json")
+    client.log_dict(parent_id, {"k_policy": summary.k_policy}, "k_policy.json")
+    client.log_dict(parent_id, summary.model_dump(mode="json"), "summary.json")
+    client.log_text(parent_id, markdown, "summary.md")
+    adopted = sum(row["verdict"] == "adopt" for row in summary.cost_table)
+    _log_batch(client, parent_id, metrics={
+        "cells_planned": summary.cells_planned, "cells_complete": summary.cells_complete,
+        "cells_ok": summary.cells_ok, "cells_invalid": summary.cells_invalid,
+        "cells_failed": len(summary.failed_cells), "decisions_adopted": adopted,
+        "decisions_rejected": len(summary.cost_table) - adopted,
+    })
+
+
+def close_sweep_run(uri: str, parent_id: str, status: str) -> None:
+    """FINISHED only when every cell is complete: revalidation trusts finished sweeps alone."""
+    MlflowClient(uri).set_terminated(parent_id, status)
+
+
+def last_validated(uri: str, experiment_name: str) -> tuple[str, Fingerprint] | None:
+    """(sweep id, fingerprint) of the experiment's newest finished sweep, if any."""
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is None:
+        return None
+    runs = client.search_runs([experiment.experiment_id], f"{SWEEP_RUNS} and attributes.status = 'FINISHED'",
+                              order_by=["attributes.end_time DESC"], max_results=1)
+    if not runs:
+        return None
+    fingerprint = fingerprint_from_tags(runs[0].data.tags)
+    return (runs[0].data.tags.get("sweep_id", runs[0].info.run_id), fingerprint) if fingerprint else None

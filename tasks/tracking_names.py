@@ -1,0 +1,139 @@
+"""What goes into MLflow, by name: flat contract params, fingerprint tags, per-cell metrics.
+
+Names are stable and flat so runs compare column by column in the MLflow UI and in
+``search_runs``. A figure that could not be measured is left out, never logged as 0.
+"""
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+
+from specfleet.contract import CellIdentity, SweepConfig
+from specfleet.fingerprint import Fingerprint
+from specfleet.results import CellResult, DistributionSummary
+
+REDACTED = "<redacted>"
+SECRET_NAME = re.compile(r"token|secret|passw|credential|api_?key|auth", re.IGNORECASE)
+INVALID_KEY_CHARS = re.compile(r"[^\w./ -]")  # MLflow keys: alphanumerics, _ . - / and space
+SERIES = {  # metric prefix -> CellResult field (see measurement.md for each definition)
+    "ttft_ms": "ttft_ms",
+    "itl_ms": "itl_per_chunk_ms",
+    "itl_per_token_ms": "itl_per_token_ms",
+    "tpot_ms": "tpot_ms",
+    "e2e_ms": "e2e_ms",
+}
+FINGERPRINT_TEXT_PARTS = ("target", "tokenizer", "engine", "engine_version")
+FINGERPRINT_JSON_PARTS = ("drafts", "methods", "hardware")
+
+
+def _walk(prefix: str, value: object, out: dict[str, str]) -> None:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _walk(f"{prefix}.{key}" if prefix else str(key), item, out)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
+        for item in value:  # named list items (arms, prompt classes) keyed by name, not position
+            _walk(f"{prefix}.{item['name']}", {k: v for k, v in item.items() if k != "name"}, out)
+    else:
+        out[INVALID_KEY_CHARS.sub("_", prefix)] = value if isinstance(value, str) else json.dumps(value)
+
+
+def scrub(value: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret:
+            value = value.replace(secret, REDACTED)
+    return value
+
+
+def contract_params(config: SweepConfig, secrets: Iterable[str] = ()) -> dict[str, str]:
+    """The whole contract as ``section.field`` params. Environment entries with secret-like
+    names, and any occurrence of a secret value (the API key), are redacted."""
+    flat: dict[str, str] = {}
+    _walk("", config.model_dump(mode="json"), flat)
+    known = list(secrets)
+    return {
+        key: REDACTED if ".env." in f".{key}" and SECRET_NAME.search(key.rsplit(".", 1)[-1]) else scrub(value, known)
+        for key, value in flat.items()
+    }
+
+
+def fingerprint_tags(fingerprint: Fingerprint) -> dict[str, str]:
+    """``fingerprint`` (the digest) and ``fingerprint.<part>``, enough to rebuild it."""
+    tags = {"fingerprint": fingerprint.digest}
+    for part in FINGERPRINT_TEXT_PARTS:
+        value = getattr(fingerprint, part)
+        if value is not None:
+            tags[f"fingerprint.{part}"] = str(value)
+    for part in FINGERPRINT_JSON_PARTS:
+        tags[f"fingerprint.{part}"] = json.dumps(getattr(fingerprint, part), sort_keys=True)
+    return tags
+
+
+def fingerprint_from_tags(tags: Mapping[str, str]) -> Fingerprint | None:
+    """Inverse of ``fingerprint_tags``; None when the run carries no fingerprint."""
+    if "fingerprint.engine" not in tags:
+        return None
+    data: dict[str, object] = {part: tags.get(f"fingerprint.{part}") for part in FINGERPRINT_TEXT_PARTS}
+    data |= {part: json.loads(tags[f"fingerprint.{part}"]) for part in FINGERPRINT_JSON_PARTS}
+    return Fingerprint.model_validate(data)
+
+
+def _put(out: dict[str, float], name: str, value: float | int | None) -> None:
+    if value is not None and math.isfinite(value):
+        out[name] = float(value)
+
+
+def _series(out: dict[str, float], prefix: str, summary: DistributionSummary) -> None:
+    for stat in ("p50", "p95", "p99"):
+        estimate = getattr(summary, stat)
+        _put(out, f"{prefix}_{stat}", estimate.value if estimate is not None else None)
+    _put(out, f"{prefix}_mean", summary.mean)
+
+
+def cell_metrics(cell: CellResult) -> dict[str, float]:
+    """Flat metric names, the same in every cell's run; absent where the figure is None."""
+    out: dict[str, float] = {}
+    for prefix, field in SERIES.items():
+        _series(out, prefix, getattr(cell, field))
+    tp = cell.throughput
+    for name in ("output_tokens_per_s", "qualified_tokens_per_s", "request_goodput_per_s", "requests_per_s",
+                 "duration_s"):
+        _put(out, name, getattr(tp, name))
+    _put(out, "requests_completed", cell.completed)
+    _put(out, "requests_failed", cell.failed)
+    _put(out, "requests_slo_met", cell.slo_met)
+    if cell.spec_decode is not None:
+        _put(out, "acceptance_rate", cell.spec_decode.acceptance_rate)
+        _put(out, "mean_acceptance_length", cell.spec_decode.mean_acceptance_length)
+        for i, rate in enumerate(cell.spec_decode.acceptance_per_position):
+            _put(out, f"acceptance_pos_{i}", rate)
+    if cell.kv_cache is not None:
+        _put(out, "kv_cache_size_tokens", cell.kv_cache.kv_cache_size_tokens)
+        _put(out, "kv_cache_max_concurrency", cell.kv_cache.kv_cache_max_concurrency)
+    _put(out, "energy_j", cell.energy.joules)
+    _put(out, "j_per_qualified_token", cell.energy.j_per_qualified_token)
+    _put(out, "client_lag_p99_ms", cell.client_lag_p99_ms)
+    return out
+
+
+def cell_params(identity: CellIdentity) -> dict[str, str]:
+    """The cell's contract identity (None fields, e.g. the baseline's k, are left out)."""
+    return {key: str(value) for key, value in identity.model_dump(mode="json").items() if value is not None}
+
+
+def cell_tags(cell: CellResult, fingerprint_digest: str) -> dict[str, str]:
+    ident = cell.identity
+    tags = {
+        "run_kind": "cell", "fingerprint": fingerprint_digest, "cell_key": cell.key, "arm": ident.arm,
+        "method": ident.method, "prompt_class": ident.prompt_class, "sampling": ident.sampling,
+        "phase": ident.phase, "status": cell.status, "started_at": cell.started_at or "",
+    }
+    if ident.k is not None:
+        tags["k"] = str(ident.k)
+    if ident.concurrency is not None:
+        tags["concurrency"] = str(ident.concurrency)
+    else:
+        tags["rate_per_s"] = f"{ident.load_value:g}"
+    if cell.reasons:
+        tags["reasons"] = "; ".join(cell.reasons)[:4000]
+    return tags

@@ -1,0 +1,161 @@
+"""The MLflow UI shows a sweep's cell runs with acceptance and latency columns, in a real
+browser: a real ``mlflow server`` on loopback over SQLite, runs logged by the sweep's own
+tracking tasks, headless Chromium reading the rendered DOM; and ``specfleet report`` attaches
+its files to the sweep's parent run through that server.
+
+The runs table nests child runs under a collapsed parent and shows no metric columns by
+default. A shared view (experiment tag ``mlflow.sharedViewState.<key>``, opened with
+``?viewStateShareKey=<key>``) selects the columns; sorting by run name turns nesting off.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+import httpx
+import pytest
+import typer
+from mlflow import MlflowClient
+from typer.testing import CliRunner
+
+from cli.report import report
+from tasks.engine.ports import free_port
+from tasks.sweep_plan import plan_sweep
+from tasks.tracking import log_cell_runs, open_sweep_run
+from tests.unit.tasks.sweep_data import records, store_cell, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium")
+COLUMNS = ("acceptance_rate", "ttft_ms_p95", "itl_ms_p95")
+VIEW_KEY = "specfleet-cells"
+NAME = "attributes.`Run Name`"
+SERVER_START_S = 90.0
+VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + SERVER_START_S
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"mlflow server exited: {self.log.read_text()[-2000:]}"
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise AssertionError(f"mlflow server not ready after {SERVER_START_S:.0f} s: {self.log.read_text()[-2000:]}")
+
+
+@pytest.fixture
+def mlflow_server(tmp_path: Path) -> Iterator[Server]:
+    """Started first, so it migrates its database while the test builds the sweep."""
+    port, log = free_port(), tmp_path / "mlflow-server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+             "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+             "--workers", "1"],
+            cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield Server(f"http://127.0.0.1:{port}", process, log)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+class GridCells(HTMLParser):
+    """Text of each runs-table cell, keyed by the grid's (row-index, col-id) attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str | None, str | None]] = []
+        self.cells: dict[str, dict[str, str]] = defaultdict(lambda: defaultdict(str))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in VOID_TAGS:
+            return
+        found = dict(attrs)
+        row, col = self.stack[-1] if self.stack else (None, None)
+        self.stack.append((found.get("row-index") or row, found.get("col-id") or col))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in VOID_TAGS and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if self.stack and None not in self.stack[-1]:
+            row, col = self.stack[-1]
+            self.cells[str(row)][str(col)] += data.strip()
+
+
+def _chromium(profile: Path, url: str, *mode: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", "--window-size=1600,1000",
+         "--virtual-time-budget=15000", *mode, url],
+        capture_output=True, text=True, timeout=90, check=True)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)")
+def test_cell_runs_listed_with_acceptance_and_latency_columns(
+        mlflow_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    write_config(tmp_path)
+    plan = plan_sweep.fn(tmp_path / "sweep.yaml", None, tmp_path / "results")
+    cells = [store_cell(plan.store, plan.config, ident, key, records(gap_ms=5)) for key, ident in plan.cells.items()]
+    mlflow_server.wait_ready()
+    uri = mlflow_server.url
+    parent = open_sweep_run.fn(uri, plan)
+    assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == len(cells)
+    client = MlflowClient(uri)
+    experiment = client.get_run(parent).info.experiment_id
+    view = {"searchFilter": "tags.run_kind = 'cell'", "orderByKey": "attributes.run_name", "orderByAsc": True,
+            "selectedColumns": [f"metrics.`{name}`" for name in COLUMNS]}
+    client.set_experiment_tag(experiment, f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps(view))
+    page = f"{uri}/#/experiments/{experiment}/runs?viewStateShareKey={VIEW_KEY}"
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "mlflow_runs_table.png"
+    grid = GridCells()
+    grid.feed(_chromium(tmp_path / "chromium", page, "--dump-dom", f"--screenshot={shot}").stdout)
+    assert shot.stat().st_size > 10_000
+    names = {index: row[NAME] for index, row in grid.cells.items() if NAME in row}
+    assert len(names) == len(cells)
+    for cell in cells:  # the name cell's text starts with the run's colour swatch, e.g. '#04867d'
+        index = next(i for i, name in names.items() if name.endswith(cell.identity.label))
+        shown = grid.cells[index]
+        assert float(shown["metrics.`ttft_ms_p95`"]) == pytest.approx(cell.ttft_ms.p95.value if cell.ttft_ms.p95 else 0)
+        assert float(shown["metrics.`itl_ms_p95`"]) == pytest.approx(
+            cell.itl_per_chunk_ms.p95.value if cell.itl_per_chunk_ms.p95 else 0)
+        spec = cell.spec_decode
+        assert shown["metrics.`acceptance_rate`"] == (f"{spec.acceptance_rate:g}" if spec else "-")
+
+    app = typer.Typer()
+    app.command()(report)
+    result = CliRunner().invoke(app, [str(plan.store.dir), "--tracking-uri", uri])
+    assert result.exit_code == 0, result.output
+    assert f"to run {parent}" in result.output
+    assert {a.path for a in client.list_artifacts(parent, "report")} == {"report/report.html", "report/report.md"}

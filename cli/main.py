@@ -65,9 +65,13 @@ def _mount() -> None:
     from cli import calc, fixtures, stats
     from cli.measure import measure
     from cli.report import report
+    from cli.sweep import demo, revalidate, sweep
 
     app.command()(measure)
+    app.command()(sweep)
+    app.command()(revalidate)
     app.command()(report)
+    app.command()(demo)
     app.add_typer(fixtures.app, name="fixtures", help="Build the fixture models for the CPU demo.")
     app.add_typer(calc.app, name="calc", help="The seed's calculator: speedup, break-even, fleet cost, KV.")
     app.add_typer(stats.app, name="stats", help="Statistical checks on stored samples.")

@@ -17,8 +17,6 @@ from tasks.energy import EnergyWindow
 from tasks.loadgen import Load, LoadResult, RequestSettings, records_to_frame, run_load
 from tasks.store import ResultsStore
 
-CLIENT_LAG_LIMIT_MS = 50.0
-
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -40,6 +38,7 @@ class CellPlan:
     warmup_requests: int
     slo: SLOSpec
     max_error_fraction: float
+    client_lag_limit_ms: float = 50.0
 
 
 async def _scrape(client: httpx.AsyncClient) -> str | None:
@@ -94,8 +93,8 @@ async def measure_cell(
     spec, spec_missing = _spec_decode(snapshots.get("before"), after)
     reasons = ["the server died during the cell"] if server_failed else []
     lag = result.loop_lag.p99_ms
-    if lag is not None and lag > CLIENT_LAG_LIMIT_MS:
-        reasons.append(f"client saturated: event-loop lag p99 {lag:.1f} ms > {CLIENT_LAG_LIMIT_MS:g} ms")
+    if lag is not None and lag > plan.client_lag_limit_ms:
+        reasons.append(f"client saturated: event-loop lag p99 {lag:.1f} ms > {plan.client_lag_limit_ms:g} ms")
     records_file = None
     if store is not None:
         records_file = store.write_records(plan.key, _parquet_bytes(result))

@@ -26,6 +26,10 @@ class LoadSpec(ContractModel):
     max_error_fraction: float = Field(
         0.05, ge=0, le=1, description="A cell with more failed requests is invalid."
     )
+    client_lag_limit_ms: PositiveFloat = Field(
+        50.0, description="A cell whose client event loop lagged more (p99) is invalid: the client, not the "
+        "server, set its timestamps."
+    )
 
     @model_validator(mode="after")
     def _some_load(self) -> "LoadSpec":

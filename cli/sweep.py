@@ -1,11 +1,14 @@
 """``specfleet sweep``, ``revalidate`` and ``demo``: thin calls into the Prefect flows."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.errors import ExitCode, exit_on_error
+
+if TYPE_CHECKING:
+    from tasks.aggregate import SweepSummary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
@@ -16,7 +19,7 @@ TrackingUri = Annotated[str | None, typer.Option(
 ResultsDir = Annotated[Path, typer.Option("--results-dir", help="Per-cell results, one folder per sweep.")]
 
 
-def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path) -> None:
+def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path) -> "SweepSummary":
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
     from tasks.config import load_sweep_config
@@ -29,6 +32,10 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
             open_sweep(results_dir, resume)
         summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir))
     print_sweep_summary(summary, resolve_uri(tracking_uri))
+    return summary
+
+
+def _exit_for(summary: "SweepSummary") -> None:
     if summary.failed_cells:
         raise typer.Exit(ExitCode.FAILED_CELLS)
 
@@ -43,7 +50,7 @@ def sweep(
 
     Exit 3 when some cells failed (their results are kept; --resume measures the rest).
     """
-    _run_sweep(config, resume, tracking_uri, results_dir)
+    _exit_for(_run_sweep(config, resume, tracking_uri, results_dir))
 
 
 def revalidate(
@@ -69,5 +76,10 @@ def revalidate(
 
 
 def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("results")) -> None:
-    """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models."""
-    _run_sweep(DEMO_CONFIG, None, tracking_uri, results_dir)
+    """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models,
+    then the pilot report."""
+    from cli.report import report
+
+    summary = _run_sweep(DEMO_CONFIG, None, tracking_uri, results_dir)
+    report(summary.sweep_id, results_dir=results_dir, tracking_uri=tracking_uri)
+    _exit_for(summary)

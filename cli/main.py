@@ -80,19 +80,31 @@ def _mount() -> None:
 _mount()
 
 
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """UsageError of click and of the click that typer 0.2x vendors (a different class)."""
+    import importlib
+
+    found: list[type[Exception]] = []
+    for name in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found.append(importlib.import_module(name).UsageError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
 def entry() -> None:
-    """Console entry point: click's usage errors become one ``error:`` line and exit 2."""
+    """Console entry point: usage errors become one ``error:`` line and exit 2."""
     import sys
 
-    import click
-
+    usage_errors = _usage_errors()
     command = typer.main.get_command(app)
     try:
         code = command.main(standalone_mode=False)
-    except click.exceptions.UsageError as err:
-        print(f"error: {err.format_message()}", file=sys.stderr)
+    except usage_errors as err:
+        print(f"error: {err.format_message()}", file=sys.stderr)  # type: ignore[attr-defined]
         sys.exit(2)
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)

@@ -48,3 +48,14 @@ def test_version_names_the_stack() -> None:
     versions = json.loads(result.stdout)
     assert {"specfleet", "prefect", "ray", "mlflow"} <= set(versions)
     assert versions["prefect"] and versions["ray"] and versions["mlflow"]
+
+
+@pytest.mark.parametrize("argv", [["calc", "speedup", "--alpha", "abc", "-k", "4", "-c", "0.05"], ["nosuch"]])
+def test_console_entry_turns_usage_errors_into_one_line(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "from cli.main import entry; entry()", *argv],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1

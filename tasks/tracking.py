@@ -127,7 +127,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
     """The cost table, negative cells, decisions and k policy on the sweep's parent run."""
     client = MlflowClient(uri)
     tables = {"cost_table.json": summary.cost_table, "negative_cells.json": summary.negative_cells}
-    artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri)
+    artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri, tracking_uri=uri)
     for name, rows in tables.items():
         artifacts.delete_artifacts(name)  # type: ignore[no-untyped-call]  # a resumed sweep replaces its tables: log_table would append
         client.log_table(parent_id, _table(rows), name)

@@ -1,7 +1,10 @@
 """The fixture corpus is deterministic, covers the five classes, and the bundled prompts are held out;
 the build is cached atomically."""
 
+import fcntl
 import json
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -166,3 +169,30 @@ def test_cli_json_prints_exactly_the_dirs_and_bad_input_exits_2(
     (tmp_path / "file").write_text("")
     result = CliRunner().invoke(fixtures_cli.app, ["build", "--cache-dir", str(tmp_path / "file")])
     assert result.exit_code == 2
+
+
+def test_a_second_builder_waits_and_reuses_the_first_ones_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(build, "_build", _fake_build)
+    recipe = build.Recipe()
+    digest = build.content_hash(recipe, corpus_hash(training_corpus(recipe.corpus_seed, recipe.per_class)))
+    fixtures_dir = tmp_path / "fixtures"
+    fixtures_dir.mkdir()
+    messages: list[str] = []
+    results: list[build.FixturePaths] = []
+    with open(fixtures_dir / f".{digest}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another builder is at work
+        waiter = threading.Thread(
+            target=lambda: results.append(build.build_fixtures(tmp_path, progress=messages.append))
+        )
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while not messages and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert messages and messages[0].startswith("waiting for another build")
+        final = fixtures_dir / digest
+        final.mkdir()
+        _fake_build(final)
+    waiter.join(timeout=30)
+    assert results and results[0].reused and results[0].content_hash == digest

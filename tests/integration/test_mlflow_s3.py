@@ -119,12 +119,6 @@ def test_an_artifact_logged_through_the_server_lands_in_the_bucket(tracking: Tra
     assert body == b"specfleet was here"
 
 
-KNOWN_HTTP_ARTIFACT_FAILURE = pytest.mark.skip(
-    reason="known failure, open in issue 8: the sweep against an HTTP MLflow server with S3-proxied artifacts "
-    "exits 1 (MlflowException on mlflow-artifacts URIs); see the closing note"
-)
-
-
 # --- a tiny real sweep tracked by the server, its results mirrored to S3 ------------------------
 
 @dataclass
@@ -190,7 +184,6 @@ def swept(tracking: Tracking, tmp_path_factory: pytest.TempPathFactory, fixture_
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@KNOWN_HTTP_ARTIFACT_FAILURE
 def test_sweep_runs_and_per_request_parquet_are_in_the_buckets(swept: Swept, no_s3_credentials: None) -> None:
     parents, cells = swept.runs("sweep"), swept.runs("cell")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -211,7 +204,6 @@ def test_sweep_runs_and_per_request_parquet_are_in_the_buckets(swept: Swept, no_
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@KNOWN_HTTP_ARTIFACT_FAILURE
 def test_resume_on_a_fresh_machine_measures_nothing_again(swept: Swept) -> None:
     mirrored = swept.tracking.objects(RESULTS_BUCKET, f"sweeps/{swept.sweep_id}/")
     shutil.rmtree(swept.root / "results-a")  # the first machine is gone

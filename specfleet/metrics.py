@@ -29,6 +29,7 @@ from specfleet.results.cell import (
     KVCacheInfo,
     PercentileEstimate,
     SpecDecodeStats,
+    StopReason,
     Throughput,
 )
 from specfleet.results.records import RequestRecord
@@ -242,6 +243,7 @@ def assemble_cell(
     records_file: str | None = None,
     engine_version: str | None = None,
     started_at: str | None = None,
+    stop_reason: StopReason = "fixed_budget",
 ) -> CellResult:
     """Everything one cell reports. Planned requests without a successful record are failures.
 
@@ -280,6 +282,8 @@ def assemble_cell(
         spec_decode_unavailable=spec_decode_unavailable,
         kv_cache=kv_cache,
         energy=_with_energy_per_token(energy, rates.output_tokens, rates.qualified_output_tokens),
+        stop_reason=stop_reason,
+        measured_requests=len(records),
         records_file=records_file,
         engine_version=engine_version,
         started_at=started_at,

@@ -9,9 +9,12 @@ from datetime import UTC, datetime
 import httpx
 
 from specfleet.contract import CellIdentity, SLOSpec
-from specfleet.metrics import assemble_cell
+from specfleet.contract.workload import AdaptiveStoppingSpec
+from specfleet.metrics import CI_CONFIDENCE, assemble_cell
 from specfleet.prompts import PromptItem
 from specfleet.results import CellResult, SpecDecodeStats
+from specfleet.results.cell import StopReason
+from specfleet.stats.stopping import AdaptiveStopper
 from specfleet.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
 from tasks.energy import EnergyWindow
 from tasks.loadgen import Load, LoadResult, RequestSettings, records_to_frame, run_load
@@ -27,7 +30,11 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class CellPlan:
-    """Everything one measured window needs besides the endpoint."""
+    """Everything one measured window needs besides the endpoint.
+
+    With ``adaptive_stopping`` the cell measures between its min and max requests
+    (``requests``, the fixed budget, is then unused) at interval ``confidence``.
+    """
 
     identity: CellIdentity
     key: str
@@ -39,6 +46,16 @@ class CellPlan:
     slo: SLOSpec
     max_error_fraction: float
     client_lag_limit_ms: float = 50.0
+    adaptive_stopping: AdaptiveStoppingSpec | None = None
+    confidence: float = CI_CONFIDENCE
+
+    def stopper(self) -> AdaptiveStopper | None:
+        spec = self.adaptive_stopping
+        return None if spec is None else AdaptiveStopper(spec, self.slo, self.confidence)
+
+    @property
+    def max_requests(self) -> int:
+        return self.requests if self.adaptive_stopping is None else self.adaptive_stopping.max_requests
 
 
 async def _scrape(client: httpx.AsyncClient) -> str | None:
@@ -83,9 +100,11 @@ async def measure_cell(
             snapshots["before"] = await _scrape(client)
             energy.begin()
 
+        stopper = plan.stopper()
         result: LoadResult = await run_load(
-            endpoint.base_url, plan.prompts, plan.settings, plan.load, requests=plan.requests,
+            endpoint.base_url, plan.prompts, plan.settings, plan.load, requests=plan.max_requests,
             warmup_requests=plan.warmup_requests, api_key=endpoint.api_key, before_measured=before_measured,
+            stop_when=stopper,
         )
         reading = energy.end()
         after = await _scrape(client)
@@ -100,14 +119,15 @@ async def measure_cell(
         records_file = store.write_records(plan.key, _parquet_bytes(result))
     cell = assemble_cell(
         plan.identity, plan.key, result.records, slo=plan.slo, duration_s=result.duration_s,
-        requests_planned=plan.requests, ignore_eos=plan.settings.ignore_eos,
+        requests_planned=plan.requests if stopper is None else len(result.records),
+        ignore_eos=plan.settings.ignore_eos,
         max_error_fraction=plan.max_error_fraction,
         energy=reading,
         spec_decode=spec,
         spec_decode_unavailable=spec_missing,
         kv_cache=parse_kv_cache_info(after) if after else None,
         server_failed=server_failed, runner_reasons=reasons, records_file=records_file,
-        engine_version=engine_version, started_at=started_at,
+        engine_version=engine_version, started_at=started_at, stop_reason=_stop_reason(stopper),
     )
     if cell.status == "ok" and len(reasons) > 0:
         cell = cell.model_copy(update={"status": "invalid"})
@@ -115,6 +135,12 @@ async def measure_cell(
     if store is not None:
         store.write_cell(cell)
     return cell
+
+
+def _stop_reason(stopper: AdaptiveStopper | None) -> StopReason:
+    if stopper is None:
+        return "fixed_budget"
+    return stopper.reason or "max_requests"
 
 
 def _parquet_bytes(result: LoadResult) -> bytes:

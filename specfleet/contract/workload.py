@@ -10,6 +10,28 @@ PromptSource = Literal["bundled", "jsonl", "sharegpt"]
 ItlStatistic = Literal["per_chunk", "per_token"]
 
 
+class AdaptiveStoppingSpec(ContractModel):
+    """Stop a cell once its decision statistics are precise enough (``specfleet.stats.stopping``).
+
+    Checked after ``min_requests`` measured requests completed and every ``check_every``
+    completions after that; never more than ``max_requests`` measured requests.
+    """
+
+    relative_half_width: float = Field(
+        gt=0, lt=1, description="Target half-width of the confidence interval over the estimate, for both "
+        "SLO-qualified tokens/s and the ITL percentile the SLO binds."
+    )
+    min_requests: int = Field(ge=2)
+    max_requests: PositiveInt
+    check_every: PositiveInt = 8
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "AdaptiveStoppingSpec":
+        if self.min_requests > self.max_requests:
+            raise ValueError(f"min_requests {self.min_requests} is over max_requests {self.max_requests}")
+        return self
+
+
 class LoadSpec(ContractModel):
     """Closed-loop concurrency levels and/or open-loop Poisson rates (seed: "Load")."""
 
@@ -29,6 +51,9 @@ class LoadSpec(ContractModel):
     client_lag_limit_ms: PositiveFloat = Field(
         50.0, description="A cell whose client event loop lagged more (p99) is invalid: the client, not the "
         "server, set its timestamps."
+    )
+    adaptive_stopping: AdaptiveStoppingSpec | None = Field(
+        None, description="Unset: every cell measures requests_per_cell requests (the fixed budget)."
     )
 
     @model_validator(mode="after")

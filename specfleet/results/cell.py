@@ -8,6 +8,9 @@ from specfleet.contract.base import RecordModel
 from specfleet.contract.matrix import CellIdentity
 
 CellStatus = Literal["ok", "invalid", "failed"]
+StopReason = Literal["fixed_budget", "precise", "max_requests"]
+"""Why a cell stopped issuing requests: its fixed budget ran out, adaptive stopping found its
+statistics precise enough, or adaptive stopping reached ``max_requests`` first."""
 
 
 class PercentileEstimate(RecordModel):
@@ -100,6 +103,9 @@ class CellResult(RecordModel):
     client_lag_p99_ms: float | None = Field(
         None, description="p99 lateness of the client's event loop; high means the client, not the server, was slow."
     )
+    stop_reason: StopReason = "fixed_budget"
+    measured_requests: int | None = Field(None, description="Measured requests sent; None in cells stored "
+                                          "before it was recorded.")
     records_file: str | None = Field(None, description="Per-request Parquet, relative to the results dir.")
     engine_version: str | None = None
     started_at: str | None = None

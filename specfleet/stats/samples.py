@@ -45,16 +45,15 @@ class CellSample:
     @classmethod
     def from_records(cls, cell: CellResult, records: Sequence[RequestRecord], slo: SLOSpec) -> "CellSample":
         """Build from the Parquet-loaded records with the metrics module's SLO and token rules."""
-        qualified = [float(output_tokens(r)) if r.ok and meets_slo(r, slo) else 0.0 for r in records]
         return cls(
             cell=cell,
-            qualified_tokens=np.asarray(qualified, dtype=np.float64),
-            durations_s=np.asarray([_busy_ns(r) / NS_PER_S for r in records], dtype=np.float64),
+            qualified_tokens=np.asarray([qualified_tokens(r, slo) for r in records], dtype=np.float64),
+            durations_s=np.asarray([busy_s(r) for r in records], dtype=np.float64),
             ttft_ms=np.asarray(
                 [r.ttft_ns / NS_PER_MS if r.ok and r.ttft_ns is not None else np.nan for r in records],
                 dtype=np.float64,
             ),
-            itl_ms=tuple(_itl_ms(r, slo.itl_statistic) for r in records),
+            itl_ms=tuple(slo_itl_ms(r, slo.itl_statistic) for r in records),
         )
 
     @property
@@ -66,12 +65,19 @@ class CellSample:
         return np.concatenate([*self.itl_ms, np.empty(0)])
 
 
-def _busy_ns(record: RequestRecord) -> int:
+def qualified_tokens(record: RequestRecord, slo: SLOSpec) -> float:
+    """The request's output tokens if it met its SLO, else 0."""
+    return float(output_tokens(record)) if record.ok and meets_slo(record, slo) else 0.0
+
+
+def busy_s(record: RequestRecord) -> float:
+    """Send to last chunk (or to the failure)."""
     ends = [t for t in (record.end_ns, record.chunk_ns[-1] if record.chunk_ns else None) if t is not None]
-    return max(0, max(ends) - record.send_ns) if ends else 0
+    return max(0, max(ends) - record.send_ns) / NS_PER_S if ends else 0.0
 
 
-def _itl_ms(record: RequestRecord, statistic: ItlStatistic) -> FloatArray:
+def slo_itl_ms(record: RequestRecord, statistic: ItlStatistic) -> FloatArray:
+    """The request's gaps in the ITL series the SLO binds; empty for a failed request."""
     if not record.ok:
         return np.empty(0)
     gaps = record.itl_per_chunk_ns if statistic == "per_chunk" else record.itl_per_token_ns

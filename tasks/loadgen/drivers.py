@@ -4,6 +4,9 @@ Both send W unrecorded warm-up requests first (closed loop, prompts 0..W-1 cycli
 indices past the measured ones), then M measured ones. Measured request i
 uses prompt ``i mod len(prompts)`` and (open loop) the i-th arrival of a schedule fixed
 by the seed, so every arm sees the same prompts in the same order at the same offsets.
+
+``stop_when`` (adaptive stopping) sees each measured request as it completes; once it
+returns True no new measured request is issued, and those in flight finish and are recorded.
 """
 
 import asyncio
@@ -66,6 +69,7 @@ class LoadResult:
 
 
 Send = Callable[[int], Coroutine[object, object, RequestRecord]]
+StopWhen = Callable[[RequestRecord], bool]
 
 
 def poisson_offsets_ns(count: int, rate_per_s: float, seed: int) -> list[int]:
@@ -85,9 +89,10 @@ async def run_load(
     warmup_requests: int,
     api_key: str | None = None,
     before_measured: Callable[[], Awaitable[None]] | None = None,
+    stop_when: StopWhen | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> LoadResult:
-    """Drive one cell: warm-up, then ``before_measured()`` (e.g. snapshot /metrics), then
+    """Drive one cell: warm-up, then ``before_measured()`` (e.g. snapshot /metrics), then up to
     ``requests`` measured requests. Returns their records and the measured window.
 
     ``api_key`` goes only into the Authorization header. Environment proxies are ignored
@@ -118,40 +123,66 @@ async def run_load(
         ticker = asyncio.create_task(_tick(LAG_TICK_MS, lags_ns, stop))
         try:
             if isinstance(load, ClosedLoop):
-                records = await _closed_loop(measured, requests, load.concurrency)
+                records = await _closed_loop(measured, requests, load.concurrency, stop_when)
             else:
-                records = await _open_loop(measured, poisson_offsets_ns(requests, load.rate_per_s, load.seed))
+                offsets_ns = poisson_offsets_ns(requests, load.rate_per_s, load.seed)
+                records = await _open_loop(measured, offsets_ns, stop_when)
         finally:
             stop.set()
             await ticker
     return LoadResult(records=records, window_ns=measured_window_ns(records), loop_lag=_lag(lags_ns))
 
 
-async def _closed_loop(send: Send, count: int, concurrency: int) -> list[RequestRecord]:
+class _Stop:
+    """Set once ``stop_when`` says so; never asks again after that."""
+
+    def __init__(self, stop_when: StopWhen | None) -> None:
+        self.stop_when = stop_when
+        self.stopped = False
+
+    def completed(self, record: RequestRecord) -> None:
+        if self.stop_when is not None and not self.stopped:
+            self.stopped = self.stop_when(record)
+
+    def task_done(self, task: "asyncio.Task[RequestRecord]") -> None:
+        if not task.cancelled() and task.exception() is None:
+            self.completed(task.result())
+
+
+async def _closed_loop(send: Send, count: int, concurrency: int,
+                       stop_when: StopWhen | None = None) -> list[RequestRecord]:
     """``concurrency`` workers share one index iterator, so requests start in index order."""
     results: dict[int, RequestRecord] = {}
     indices = iter(range(count))
+    stop = _Stop(stop_when)
 
     async def worker() -> None:
         for i in indices:
             results[i] = await send(i)
+            stop.completed(results[i])
+            if stop.stopped:
+                return
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
-    return [results[i] for i in range(count)]
+    return [results[i] for i in range(len(results))]
 
 
-async def _open_loop(send: Send, offsets_ns: list[int]) -> list[RequestRecord]:
+async def _open_loop(send: Send, offsets_ns: list[int], stop_when: StopWhen | None = None) -> list[RequestRecord]:
     """Start request i at start + offsets_ns[i], whether or not earlier ones finished."""
     start_ns = time.perf_counter_ns()
     tasks: list[asyncio.Task[RequestRecord]] = []
+    stop = _Stop(stop_when)
     for i, offset_ns in enumerate(offsets_ns):
         delay_ns = start_ns + offset_ns - time.perf_counter_ns()
         if delay_ns > 0:
             await asyncio.sleep(delay_ns / NS_PER_S)
+        if stop.stopped:
+            break
         tasks.append(asyncio.create_task(send(i)))
+        tasks[-1].add_done_callback(stop.task_done)
     records = await asyncio.gather(*tasks)
     return [replace(r, scheduled_ns=start_ns + offset_ns)
-            for r, offset_ns in zip(records, offsets_ns, strict=True)]
+            for r, offset_ns in zip(records, offsets_ns[:len(records)], strict=True)]
 
 
 async def _tick(tick_ms: float, lags_ns: list[int], stop: asyncio.Event) -> None:

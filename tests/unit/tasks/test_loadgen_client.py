@@ -12,6 +12,7 @@ import pytest
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
 from specfleet.prompts import PromptItem
+from specfleet.results.records import RequestRecord
 from tasks.loadgen import ClosedLoop, PoissonArrivals, RequestSettings, poisson_offsets_ns, run_load
 from tests.unit.tasks.test_loadgen_sse import CHAT_STREAM, COMPLETION_STREAM
 
@@ -121,3 +122,34 @@ def test_prompts_must_suit_the_endpoint() -> None:
     with pytest.raises(InputError, match="prompt 'p0' has no 'messages'"):
         asyncio.run(run_load("http://server", PROMPTS, chat, ClosedLoop(1), requests=1, warmup_requests=0,
                              transport=Recorder().transport()))
+
+
+class StopAfter:
+    """A ``stop_when`` that says stop at the n-th completed measured request."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def __call__(self, record: RequestRecord) -> bool:
+        self.seen += 1
+        return self.seen >= self.n
+
+
+def test_closed_loop_stops_issuing_once_told_and_keeps_requests_in_flight() -> None:
+    stop = StopAfter(3)
+    result = asyncio.run(run_load("http://server", PROMPTS, SETTINGS, ClosedLoop(1), requests=10,
+                                  warmup_requests=1, stop_when=stop, transport=Recorder().transport()))
+    assert [r.index for r in result.records] == [0, 1, 2]
+    wide = asyncio.run(run_load("http://server", PROMPTS, SETTINGS, ClosedLoop(4), requests=50,
+                                warmup_requests=0, stop_when=StopAfter(3), transport=Recorder().transport()))
+    assert 3 <= len(wide.records) <= 3 + 3  # the stopping completion, plus up to 3 in flight
+    assert [r.index for r in wide.records] == list(range(len(wide.records)))
+    assert all(r.ok for r in wide.records)
+
+
+def test_open_loop_stops_issuing_once_told() -> None:
+    result = asyncio.run(run_load("http://server", PROMPTS, SETTINGS, PoissonArrivals(rate_per_s=50.0, seed=1),
+                                  requests=40, warmup_requests=0, stop_when=StopAfter(2),
+                                  transport=Recorder().transport()))
+    assert 2 <= len(result.records) < 40
+    assert all(r.scheduled_ns is not None for r in result.records)

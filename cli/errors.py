@@ -9,7 +9,7 @@ from enum import IntEnum
 import typer
 from pydantic import ValidationError
 
-from specfleet.errors import InputError
+from specfleet.errors import InputError, StorageFull
 
 
 class ExitCode(IntEnum):
@@ -40,6 +40,11 @@ def exit_on_error() -> Iterator[None]:
         message = str(err).splitlines()[0] if isinstance(err, InputError) else _pydantic_line(err)
         print(f"error: {message}", file=sys.stderr)
         raise typer.Exit(ExitCode.BAD_INPUT) from None
+    except StorageFull as err:
+        if debug_enabled():
+            raise
+        print(f"error: {err.strerror}", file=sys.stderr)
+        raise typer.Exit(ExitCode.INTERNAL) from None
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         raise typer.Exit(ExitCode.INTERRUPTED) from None

@@ -65,11 +65,12 @@ def _mount() -> None:
     from cli import calc, fixtures, stats
     from cli.measure import measure
     from cli.report import report
-    from cli.sweep import demo, revalidate, sweep
+    from cli.sweep import demo, revalidate, sweep, sync
 
     app.command()(measure)
     app.command()(sweep)
     app.command()(revalidate)
+    app.command()(sync)
     app.command()(report)
     app.command()(demo)
     app.add_typer(fixtures.app, name="fixtures", help="Build the fixture models for the CPU demo.")

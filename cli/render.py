@@ -50,7 +50,13 @@ def _rich_table(title: str, rows: list[dict[str, object]], columns: list["Column
 
 def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
     """Cost table, decisions, negative-result cells, k policy; every figure from the stored cells."""
-    from tasks.prefect_artifacts import COST_COLUMNS, NEGATIVE_COLUMNS, k_policy_lines
+    from tasks.prefect_artifacts import (
+        COST_COLUMNS,
+        NEGATIVE_COLUMNS,
+        OVERHEAD_COLUMNS,
+        k_policy_lines,
+        overhead_rows,
+    )
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold tables
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
@@ -70,7 +76,17 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
     for policy in (p for p in summary.k_policy if p["peer"] is None):
         for line in k_policy_lines(policy):
             out.print(f"  {line}", markup=False)
+    out.print(_rich_table("Sweep overhead (arms run now)", overhead_rows(summary), OVERHEAD_COLUMNS))
     for note in [*summary.notes, *summary.failed_cells]:
         out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
     out.print(f"results: {summary.results_dir}")
-    out.print(f"MLflow UI: mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1", markup=False)
+    out.print(f"MLflow UI: {mlflow_ui_hint(tracking_uri)}", markup=False)
+
+
+def mlflow_ui_hint(tracking_uri: str) -> str:
+    """A server is opened in a browser; a local store through ``mlflow ui`` on loopback."""
+    from tasks.tracking import shown_uri
+
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"open {shown_uri(tracking_uri)}"
+    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1"

@@ -1,6 +1,5 @@
 """``specfleet report``: one self-contained HTML report and a markdown summary of a sweep."""
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -8,8 +7,6 @@ import typer
 
 from cli.errors import exit_on_error
 
-# An unreachable tracking server should cost seconds, not MLflow's default minutes of retries.
-MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 DEFAULT_DRAFT_COST_RATIO = 0.05  # the seed's c for its worked grid: an assumption, never a measurement
 
 TrackingUri = Annotated[str | None, typer.Option(
@@ -34,6 +31,7 @@ def report(
     from tasks.report.load import find_sweep_dir, load_report_data
     from tasks.report.publish import log_to_sweep_run, write_report
     from tasks.tracking import tracking_uri as resolve_uri
+    from tasks.tracking import use_short_http_retries
 
     with exit_on_error():
         folder = find_sweep_dir(sweep, results_dir)
@@ -42,6 +40,5 @@ def report(
         files = write_report(build_content(data, draft_cost_ratio, other), out or folder / "report")
     print(f"report: {files.html}")
     print(f"summary: {files.markdown}")
-    for name, value in MLFLOW_HTTP_DEFAULTS.items():
-        os.environ.setdefault(name, value)
+    use_short_http_retries()
     print(log_to_sweep_run(resolve_uri(tracking_uri), data.config.name, data.sweep_id, [files.html, files.markdown]))

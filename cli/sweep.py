@@ -75,6 +75,28 @@ def revalidate(
             raise typer.Exit(ExitCode.FAILED_CELLS)
 
 
+def sync(
+    sweep_id: Annotated[str, typer.Argument(help="Sweep id under --results-dir.")],
+    tracking_uri: TrackingUri = None,
+    results_dir: ResultsDir = Path("results"),
+) -> None:
+    """Log a sweep's stored results to MLflow (after an outage); running it twice creates nothing new."""
+    from flows.sync import sync_flow
+    from tasks.sweep_plan import open_sweep
+    from tasks.tracking import require_reachable, shown_uri
+    from tasks.tracking import tracking_uri as resolve_uri
+
+    with exit_on_error():
+        open_sweep(results_dir, sweep_id)
+        require_reachable(resolve_uri(tracking_uri))
+        result = sync_flow(sweep_id, tracking_uri, str(results_dir))
+    print(f"sweep {result.sweep_id}: {result.runs_created} cell runs created, "
+          f"{result.cells_stored - result.runs_created} already logged; parent run {result.parent_run_id} "
+          f"({result.status}) at {shown_uri(resolve_uri(tracking_uri))}")
+    print("summary: logged" if result.summary_logged else "summary: none stored (the sweep never finished; resume it)")
+    print(f"report: {result.report}")
+
+
 def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("results")) -> None:
     """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models,
     then the pilot report."""

@@ -21,7 +21,7 @@ from tasks.prefect_artifacts import publish_prefect_artifacts, summary_markdown
 from tasks.ray_arms import CellProgress, ray_session, run_stage
 from tasks.store import atomic_write_text
 from tasks.sweep_plan import plan_sweep
-from tasks.tracking import close_sweep_run, log_cell_runs, log_sweep_summary, open_sweep_run, tracking_uri
+from tasks.tracking import SweepTracker, tracking_uri
 
 DEFAULT_RESULTS_DIR = "results"
 
@@ -29,7 +29,8 @@ DEFAULT_RESULTS_DIR = "results"
 @flow(name="specfleet-sweep")
 def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None = None,
                results_dir: str = DEFAULT_RESULTS_DIR) -> SweepSummary:
-    """Run (or resume) one sweep; returns its summary. Every cell is stored as it finishes."""
+    """Run (or resume) one sweep; returns its summary. Every cell is stored as it finishes;
+    MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing."""
     plan = plan_sweep(Path(config_path), resume, Path(results_dir))
     Console().print(f"sweep id: {plan.sweep_id}")
     logger = get_run_logger()
@@ -37,8 +38,8 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
                 plan.pending_cells, len(plan.cells), len(plan.work))
     for warning in plan.warnings:
         logger.warning(warning)
-    uri = tracking_uri(tracking)
-    parent = open_sweep_run(uri, plan)
+    tracker = SweepTracker(tracking_uri(tracking), plan.sweep_id)
+    tracker.open(plan.config, plan.fingerprint)
     status, reports = "FAILED", []
     try:
         if plan.work:
@@ -46,20 +47,22 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
                 for label, stage in plan.stages():
                     done = run_stage(plan, stage, resources, progress, label)
                     plan.pull_results()
-                    log_cell_runs(uri, parent, [c for r in done for c in r.cells], plan.store, plan.fingerprint.digest)
+                    tracker.log_cells([c for r in done for c in r.cells], plan.store, plan.fingerprint.digest)
                     reports += done
         stored = [c for c in plan.store.cells() if c.key in plan.cells]
-        log_cell_runs(uri, parent, stored, plan.store, plan.fingerprint.digest)  # any a crash left unlogged
+        tracker.log_cells(stored, plan.store, plan.fingerprint.digest)  # any a crash left unlogged
         summary = aggregate(plan, reports)
+        tracker.log_summary(summary, summary_markdown(summary))
+        if tracker.offline is not None:
+            summary = summary.model_copy(update={"notes": [*summary.notes, tracker.offline]})
         markdown = summary_markdown(summary)
         plan.store.write_json("summary.json", summary)
         atomic_write_text(plan.store.dir / "summary.md", markdown)
-        log_sweep_summary(uri, parent, summary, markdown)
         publish_prefect_artifacts(summary, markdown)
         status = "FAILED" if summary.failed_cells else "FINISHED"
     except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or Prefect cancelling the run
         status = "KILLED"
         raise
     finally:
-        close_sweep_run(uri, parent, status)
+        tracker.close(status)
     return summary

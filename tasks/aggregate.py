@@ -13,7 +13,7 @@ from specfleet.contract.base import RecordModel
 from specfleet.decision_table import decision_rows, negative_cells, rows_as_dicts
 from specfleet.decisions import decide_all
 from specfleet.kpolicy import k_policy_reports
-from specfleet.results import CellResult
+from specfleet.results import ArmTiming, CellResult
 from specfleet.stats.equivalence import greedy_equivalence, stochastic_equivalence
 from specfleet.stats.quality import GateResult
 from specfleet.stats.samples import CellSample
@@ -34,8 +34,8 @@ class ArmSummary(RecordModel):
     phase: str
     cells_measured: int
     error: str | None
-    startup_s: float | None
-    wall_s: float
+    timing: ArmTiming
+    measured_fraction: float | None = Field(description="Measured windows over the arm's wall time.")
 
 
 class SweepSummary(RecordModel):
@@ -142,7 +142,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in complete],
         servers_started=len(reports),
         arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
-                         startup_s=r.startup_s, wall_s=r.wall_s) for r in reports],
+                         timing=r.timing, measured_fraction=r.timing.measured_fraction) for r in reports],
         gates=gates, notes=[*plan.warnings, *notes],
         cost_table=rows_as_dicts(decision_rows(decisions, plan.config)),
         negative_cells=rows_as_dicts(negative_cells(decisions, plan.config)),

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.prompts import PromptItem
-from specfleet.results import CellResult
+from specfleet.results import ArmTiming, CellResult
 from specfleet.server_args import server_args, server_env
 from specfleet.stats.equivalence import stochastic_sample_size
 from tasks.cell import CellPlan, Endpoint, measure_cell
 from tasks.energy import EnergyWindow, find_counter
 from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer, ArmStartError
+from tasks.engine.server import ArmServer, ArmStartError, log_tail
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings
 from tasks.probes import ProbeEndpoint, ProbeSamples, greedy_probe, stochastic_probe
 from tasks.store import ResultsStore
@@ -30,15 +30,26 @@ SERVED_MODEL_NAME = "specfleet-target"
 
 @dataclass
 class ArmOutcome:
-    """What came of one arm; ``error`` is set when the server failed to start or died."""
+    """What came of one arm; ``error`` is set when a server failed to start or died for good."""
 
     arm: str
     cells: list[CellResult] = field(default_factory=list)
     error: str | None = None
-    startup_s: float | None = None
-    probe_s: float = 0.0
-    measure_s: float = 0.0
-    wall_s: float = 0.0
+    timing: ArmTiming = field(default_factory=ArmTiming)
+
+
+@dataclass
+class _Clock:
+    """Accumulates an arm's phases into its ``ArmTiming``."""
+
+    started: float = field(default_factory=time.monotonic)
+    phases: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("startup_s", "probe_s", "warmup_s",
+                                                                            "measured_s"), 0.0))
+    server_starts: int = 0
+
+    def timing(self) -> ArmTiming:
+        return ArmTiming(**self.phases, wall_s=time.monotonic() - self.started, server_starts=self.server_starts,
+                         restarts=max(0, self.server_starts - 1))
 
 
 def api_key(config: SweepConfig) -> str | None:
@@ -117,35 +128,71 @@ def run_arm(
     """Start the arm's server, probe equivalence, measure each (identity, key) cell, stop.
 
     Cells the store already holds complete are skipped, so a retried task never re-measures.
+    A server that dies mid-cell fails that cell (reason and log tail kept) and is restarted,
+    up to ``engine.max_restarts`` times, for the cells after it; ``--resume`` redoes the failed one.
     """
-    started = time.monotonic()
-    outcome = ArmOutcome(arm=arm.arm)
+    run = _ArmRun(config, arm, resolved, prompts_by_class, store)
     done = store.complete_keys()
-    cells = [(identity, key) for identity, key in cells if key not in done]
-    if not cells:
-        outcome.wall_s = time.monotonic() - started
-        return outcome
-    counter, reason = find_counter()
-    energy = EnergyWindow(counter, reason)
-    engine_version = engine_distribution()[1]
-    try:
-        with _server(config, arm, resolved, store.log_path(arm.arm)) as server:
-            outcome.startup_s = server.startup_s
+    remaining = [(identity, key) for identity, key in cells if key not in done]
+    energy = EnergyWindow(*find_counter()) if remaining else None
+    while remaining and energy is not None:
+        if run.clock.server_starts > config.engine.max_restarts:
+            run.outcome.error = (f"{run.outcome.error}; not restarted again (engine.max_restarts "
+                                 f"{config.engine.max_restarts}), {len(remaining)} cells left for --resume")
+            break
+        try:
+            remaining = run.server_life(remaining, energy, probe and run.clock.server_starts == 0)
+        except ArmStartError as err:
+            run.outcome.error = str(err)
+            break
+    run.outcome.timing = run.clock.timing()
+    return run.outcome
+
+
+@dataclass
+class _ArmRun:
+    """One arm's inputs and what its server lives have produced so far."""
+
+    config: SweepConfig
+    arm: ArmPlan
+    resolved: dict[str, str]
+    prompts_by_class: dict[str, list[PromptItem]]
+    store: ResultsStore
+    clock: _Clock = field(default_factory=_Clock)
+    outcome: ArmOutcome = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outcome = ArmOutcome(arm=self.arm.arm)
+
+    def server_life(self, cells: list[tuple[CellIdentity, str]], energy: EnergyWindow,
+                    probe: bool) -> list[tuple[CellIdentity, str]]:
+        """One server start: probes, then cells until done or the server dies. Returns the
+        cells still owed after a death (the one it died in is stored as failed)."""
+        config, arm, store, phases = self.config, self.arm, self.store, self.clock.phases
+        engine_version = engine_distribution()[1]
+        self.clock.server_starts += 1
+        with _server(config, arm, self.resolved, store.log_path(arm.arm)) as server:
+            phases["startup_s"] += server.startup_s or 0.0
             if probe:
                 t0 = time.monotonic()
-                asyncio.run(_probe(config, arm, server, probe_prompts(config, prompts_by_class), store))
-                outcome.probe_s = time.monotonic() - t0
+                asyncio.run(_probe(config, arm, server, probe_prompts(config, self.prompts_by_class), store))
+                phases["probe_s"] += time.monotonic() - t0
             endpoint = Endpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
-            for identity, key in cells:
+            for index, (identity, key) in enumerate(cells):
                 t0 = time.monotonic()
-                plan = cell_plan(config, identity, key, prompts_by_class[identity.prompt_class])
+                plan = cell_plan(config, identity, key, self.prompts_by_class[identity.prompt_class])
                 cell = asyncio.run(measure_cell(endpoint, plan, energy, store, server.alive, engine_version))
-                outcome.measure_s += time.monotonic() - t0
-                outcome.cells.append(cell)
+                phases["measured_s"] += cell.throughput.duration_s
+                phases["warmup_s"] += max(0.0, time.monotonic() - t0 - cell.throughput.duration_s)
                 if not server.alive():
-                    outcome.error = f"server died during cell {identity.label}"
-                    break
-    except ArmStartError as err:
-        outcome.error = str(err)
-    outcome.wall_s = time.monotonic() - started
-    return outcome
+                    cell = _with_log_tail(cell, store.log_path(arm.arm))
+                    store.write_cell(cell)
+                    self.outcome.cells.append(cell)
+                    self.outcome.error = f"server died during cell {identity.label}"
+                    return cells[index + 1:]
+                self.outcome.cells.append(cell)
+        return []
+
+
+def _with_log_tail(cell: CellResult, log_path: Path) -> CellResult:
+    return cell.model_copy(update={"reasons": [*cell.reasons, f"server log {log_path} ends:\n{log_tail(log_path)}"]})

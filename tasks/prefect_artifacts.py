@@ -52,6 +52,21 @@ NEGATIVE_COLUMNS: list[Column] = [
     ("reason", _text("reason")),
 ]
 
+OVERHEAD_COLUMNS: list[Column] = [
+    ("arm", _text("arm")), ("phase", _text("phase")), ("cells", _text("cells_measured")),
+    ("start s", _num("startup_s", ".1f")), ("probe s", _num("probe_s", ".1f")),
+    ("warm-up s", _num("warmup_s", ".1f")), ("measured s", _num("measured_s", ".1f")),
+    ("idle s", _num("idle_s", ".1f")), ("wall s", _num("wall_s", ".1f")),
+    ("measured", _num("measured_fraction", ".0%")), ("restarts", _text("restarts")),
+]
+
+
+def overhead_rows(summary: SweepSummary) -> list[dict[str, object]]:
+    """One row per server life in this run: where its wall time went (issue 9, sweep overhead)."""
+    return [{"arm": a.arm, "phase": a.phase, "cells_measured": a.cells_measured,
+             **a.timing.model_dump(), "idle_s": a.timing.idle_s, "measured_fraction": a.measured_fraction}
+            for a in summary.arms]
+
 
 def markdown_table(rows: Sequence[Row], columns: Sequence[Column]) -> str:
     if not rows:
@@ -89,7 +104,8 @@ def summary_markdown(summary: SweepSummary) -> str:
         "\n## Negative-result cells\n\n", markdown_table(summary.negative_cells, NEGATIVE_COLUMNS),
         "\n## k policy (specfleet rule, all prompt classes)\n\n```\n",
         *(line + "\n" for p in summary.k_policy if p["peer"] is None for line in k_policy_lines(p)),
-        "```\n\n## Equivalence gates\n\n",
+        "```\n\n## Sweep overhead (this run's arms)\n\n", markdown_table(overhead_rows(summary), OVERHEAD_COLUMNS),
+        "\n## Equivalence gates\n\n",
         *(f"- {arm}: {g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}\n"
           for arm, gates in summary.gates.items() for g in gates),
     ]

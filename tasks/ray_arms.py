@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.errors import InputError
 from specfleet.prompts import PromptItem
-from specfleet.results import CellResult
+from specfleet.results import ArmTiming, CellResult
 from tasks.arm import run_arm
 from tasks.store import ResultsStore
 from tasks.sweep_plan import ArmWork, SweepPlan
@@ -29,6 +29,9 @@ from tasks.sweep_plan import ArmWork, SweepPlan
 ARM_RESOURCE = "specfleet_arm"
 """Custom resource, one per CPU node: CPU arms never share a machine's cores."""
 POLL_S = 1.0
+ARM_RETRIES = 1
+"""Ray re-runs an arm whose worker or node died (not one that raised): the retry skips the
+cells already stored, so a lost node costs only its unfinished cells (measured elsewhere)."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,7 @@ class ArmReport:
     phase: str
     cells: list[CellResult]
     error: str | None
-    startup_s: float | None
-    wall_s: float
+    timing: ArmTiming
 
 
 def is_cpu(config: SweepConfig) -> bool:
@@ -79,7 +81,7 @@ def arm_resources(config: SweepConfig) -> dict[str, Any]:
     return {"num_cpus": min(cores), "resources": {ARM_RESOURCE: 1}}
 
 
-@ray.remote(max_retries=0)
+@ray.remote(max_retries=ARM_RETRIES)
 def _arm_task(
     config: SweepConfig, arm: ArmPlan, cells: list[tuple[CellIdentity, str]], resolved: dict[str, str],
     prompts_by_class: dict[str, list[PromptItem]], results_root: str, sweep_id: str, probe: bool,
@@ -88,7 +90,7 @@ def _arm_task(
     store = ResultsStore(Path(results_root), sweep_id)
     outcome = run_arm(config, arm, cells, resolved, prompts_by_class, store, probe=probe)
     return {
-        "arm": outcome.arm, "error": outcome.error, "startup_s": outcome.startup_s, "wall_s": outcome.wall_s,
+        "arm": outcome.arm, "error": outcome.error, "timing": outcome.timing.model_dump(mode="json"),
         "cells": [cell.model_dump(mode="json") for cell in outcome.cells],
     }
 
@@ -96,11 +98,12 @@ def _arm_task(
 def _report(work: ArmWork, ref: ray.ObjectRef) -> ArmReport:  # type: ignore[type-arg]
     try:
         data = ray.get(ref)
-    except ray.exceptions.RayError as err:  # the worker died: its stored cells stay, resume finishes the rest
+    except ray.exceptions.RayError as err:  # died past its retries: its stored cells stay, resume does the rest
         return ArmReport(arm=work.arm.arm, phase=work.phase, cells=[], error=f"Ray task failed: {err}",
-                         startup_s=None, wall_s=0.0)
-    return ArmReport(arm=data["arm"], phase=work.phase, error=data["error"], startup_s=data["startup_s"],
-                     wall_s=data["wall_s"], cells=[CellResult.model_validate(c) for c in data["cells"]])
+                         timing=ArmTiming())
+    return ArmReport(arm=data["arm"], phase=work.phase, error=data["error"],
+                     timing=ArmTiming.model_validate(data["timing"]),
+                     cells=[CellResult.model_validate(c) for c in data["cells"]])
 
 
 class CellProgress:

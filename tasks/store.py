@@ -10,6 +10,7 @@ uploaded as it is written, and opening the store first fetches what the bucket a
 holds for the sweep: ``--resume`` works from a fresh machine.
 """
 
+import errno
 import json
 import os
 import tempfile
@@ -18,24 +19,39 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from specfleet.errors import StorageFull
 from specfleet.results import CellResult
 from tasks.s3_mirror import S3Mirror
 
 MIRROR_ENV = "SPECFLEET_RESULTS_S3"
+FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Temporary file, fsync, rename: the final name only ever holds a whole file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        _raise_if_full(err, path)
+        raise
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            _raise_if_full(err, path)
         raise
+
+
+def _raise_if_full(err: OSError, path: Path) -> None:
+    if err.errno in FULL_ERRNOS:
+        raise StorageFull(err.errno, f"cannot write {path}: {os.strerror(err.errno or 0).lower()}; "
+                                     "results written before are intact (free space, then --resume)") from err
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -113,7 +113,7 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> Swee
         _check_resume(resume, stored, config, fingerprint)
     else:
         store = ResultsStore(results_dir, new_sweep_id(config.name))
-        store.write_json(SWEEP_FILE, {"name": config.name, "config": str(config_path),
+        store.write_json(SWEEP_FILE, {"name": config.name, "config": str(config_path.resolve()),
                                       "fingerprint": fingerprint.model_dump(mode="json")})
     plan = SweepPlan(config=config, config_path=config_path, sweep_id=store.sweep_id, resumed=resume is not None,
                      resolved=resolved, fingerprint=fingerprint, store=store, prompts_by_class=prompts,

@@ -4,10 +4,15 @@ through an explicit ``MlflowClient``: no active-run globals, so an ``MLFLOW_RUN_
 environment cannot capture the runs (mlflow#15713) and Ray workers need no tracking setup
 (mlflow#7206)."""
 
+import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
@@ -18,13 +23,14 @@ from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from specfleet.contract import SweepConfig
 from specfleet.decision_table import DecisionRow
+from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint
 from specfleet.results import CellResult
 from tasks.aggregate import SweepSummary
 from tasks.arm import api_key
 from tasks.store import ResultsStore
-from tasks.sweep_plan import SweepPlan
 from tasks.tracking_names import (
     cell_metrics,
     cell_params,
@@ -37,10 +43,47 @@ from tasks.versions import stack_versions
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SWEEP_RUNS = "tags.run_kind = 'sweep'"
+MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+"""An unreachable tracking server should cost seconds, not MLflow's default minutes of retries."""
+HEALTH_TIMEOUT_S = 5.0
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def tracking_uri(explicit: str | None = None) -> str:
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def shown_uri(uri: str) -> str:
+    """The URI without user and password, for messages."""
+    parts = urlsplit(uri)
+    if parts.password is None and parts.username is None:
+        return uri
+    host = parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
+
+
+def unreachable(uri: str) -> str | None:
+    """Why an HTTP tracking server cannot be used right now (its /health), or None."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    try:
+        status = httpx.get(f"{uri.rstrip('/')}/health", timeout=HEALTH_TIMEOUT_S).status_code
+    except httpx.HTTPError as err:
+        return f"{type(err).__name__} on {shown_uri(uri)}/health"
+    return None if status == 200 else f"{shown_uri(uri)}/health answered {status}"
+
+
+def require_reachable(uri: str) -> None:
+    reason = unreachable(uri)
+    if reason is not None:
+        raise InputError(f"--tracking-uri {shown_uri(uri)}: MLflow not reachable ({reason})")
+
+
+def use_short_http_retries() -> None:
+    for name, value in MLFLOW_HTTP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
 
 
 def _experiment_id(client: MlflowClient, name: str) -> str:
@@ -60,20 +103,20 @@ def _log_batch(client: MlflowClient, run_id: str, metrics: Mapping[str, float] |
 
 
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
-def open_sweep_run(uri: str, plan: SweepPlan) -> str:
-    """The sweep's parent run: found by its sweep id on resume, else created with the contract."""
+def open_sweep_run(uri: str, config: SweepConfig, sweep_id: str, fingerprint: Fingerprint) -> str:
+    """The sweep's parent run: found by its sweep id on resume or sync, else created with the contract."""
     client = MlflowClient(uri)
-    experiment = _experiment_id(client, plan.config.name)
-    found = client.search_runs([experiment], f"{SWEEP_RUNS} and tags.sweep_id = '{plan.sweep_id}'", max_results=1)
+    experiment = _experiment_id(client, config.name)
+    found = client.search_runs([experiment], f"{SWEEP_RUNS} and tags.sweep_id = '{sweep_id}'", max_results=1)
     if found:
         run_id: str = found[0].info.run_id
         client.update_run(run_id, status="RUNNING")
         return run_id
-    tags = {"run_kind": "sweep", "sweep_id": plan.sweep_id, "config_name": plan.config.name,
-            **fingerprint_tags(plan.fingerprint),
+    tags = {"run_kind": "sweep", "sweep_id": sweep_id, "config_name": config.name,
+            **fingerprint_tags(fingerprint),
             **{f"version.{name}": v or "not installed" for name, v in stack_versions().items()}}
-    run = client.create_run(experiment, run_name=plan.sweep_id, tags=resolve_tags(tags))
-    _log_batch(client, run.info.run_id, params=contract_params(plan.config, [api_key(plan.config) or ""]))
+    run = client.create_run(experiment, run_name=sweep_id, tags=resolve_tags(tags))
+    _log_batch(client, run.info.run_id, params=contract_params(config, [api_key(config) or ""]))
     return str(run.info.run_id)
 
 
@@ -161,3 +204,50 @@ def last_validated(uri: str, experiment_name: str) -> tuple[str, Fingerprint] | 
         return None
     fingerprint = fingerprint_from_tags(runs[0].data.tags)
     return (runs[0].data.tags.get("sweep_id", runs[0].info.run_id), fingerprint) if fingerprint else None
+
+
+@dataclass
+class SweepTracker:
+    """Best-effort MLflow logging for one sweep run. The results store is the record: the
+    first failure to reach MLflow switches logging off for the rest of the run, measuring
+    goes on, and ``specfleet sync SWEEP_ID`` logs everything later (idempotently)."""
+
+    uri: str
+    sweep_id: str
+    parent_id: str | None = None
+    offline: str | None = None
+
+    def open(self, config: SweepConfig, fingerprint: Fingerprint) -> None:
+        use_short_http_retries()
+        self.parent_id = self._attempt("opening the sweep run",
+                                       lambda: open_sweep_run(self.uri, config, self.sweep_id, fingerprint))
+
+    def log_cells(self, cells: Sequence[CellResult], store: ResultsStore, fingerprint_digest: str) -> None:
+        parent = self.parent_id
+        if parent is not None:
+            self._attempt("logging cell runs",
+                          lambda: log_cell_runs(self.uri, parent, cells, store, fingerprint_digest))
+
+    def log_summary(self, summary: SweepSummary, markdown: str) -> None:
+        parent = self.parent_id
+        if parent is not None:
+            self._attempt("logging the summary", lambda: log_sweep_summary(self.uri, parent, summary, markdown))
+
+    def close(self, status: str) -> None:
+        parent = self.parent_id
+        if parent is not None:
+            self._attempt("closing the sweep run", lambda: close_sweep_run(self.uri, parent, status))
+
+    def _attempt(self, what: str, call: Callable[[], T]) -> T | None:
+        if self.offline is not None:
+            return None
+        reason = unreachable(self.uri)
+        if reason is None:
+            try:
+                return call()
+            except Exception as err:  # any tracking failure: measuring must go on
+                reason = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
+        self.offline = (f"MLflow not reached while {what} ({reason}); the results dir holds everything: "
+                        f"`specfleet sync {self.sweep_id}` logs it when MLflow is back")
+        log.warning(self.offline)
+        return None

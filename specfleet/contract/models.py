@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from specfleet.contract.base import ContractModel
 
@@ -48,6 +48,9 @@ class EngineSpec(ContractModel):
     )
     startup_timeout_s: PositiveFloat = 600.0
     stop_grace_s: PositiveFloat = 20.0
+    max_restarts: NonNegativeInt = Field(
+        1, description="Restarts of an arm's server that died mid-sweep, for the arm's remaining cells."
+    )
 
 
 class HardwareSpec(ContractModel):

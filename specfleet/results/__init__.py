@@ -10,8 +10,9 @@ from specfleet.results.cell import (
     Throughput,
 )
 from specfleet.results.records import RequestRecord
+from specfleet.results.timing import ArmTiming
 
 __all__ = [
-    "CellResult", "DistributionSummary", "EnergyReading", "KVCacheInfo", "PercentileEstimate",
+    "ArmTiming", "CellResult", "DistributionSummary", "EnergyReading", "KVCacheInfo", "PercentileEstimate",
     "RequestRecord", "SpecDecodeStats", "Throughput",
 ]

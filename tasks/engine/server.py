@@ -1,11 +1,15 @@
 """One arm's vLLM OpenAI-compatible server as a child process group.
 
 Started in its own session so that SIGTERM/SIGKILL reach the API server and every engine
-process it spawned; stopped on success, error and Ctrl-C, and at interpreter exit.
+process it spawned; stopped on success, error and Ctrl-C, and at interpreter exit. If the
+process that started it is SIGKILLed (no exit handler runs), Linux sends the server SIGTERM
+(``PR_SET_PDEATHSIG``), so a killed orchestrator or Ray worker leaves no server behind.
 """
 
 import atexit
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
@@ -21,6 +25,14 @@ from specfleet.server_args import SERVER_MODULE
 from tasks.versions import engine_distribution
 
 _LIVE: set["ArmServer"] = set()
+_PR_SET_PDEATHSIG = 1
+_SIGTERM = int(signal.SIGTERM)
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def _terminate_with_parent() -> None:
+    """Runs in the child between fork and exec: nothing here may import or take a lock."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, _SIGTERM)
 
 
 def cpu_openmp_preload() -> str:
@@ -86,7 +98,7 @@ class ArmServer:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", SERVER_MODULE, *self.args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True,
+                env=env, start_new_session=True, preexec_fn=_terminate_with_parent,
             )
         _LIVE.add(self)
         try:

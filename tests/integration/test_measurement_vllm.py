@@ -1,22 +1,25 @@
 """Measurement on real vLLM CPU arms with the fixture models: acceptance, latency, accounting,
 equivalence, a server killed mid-cell, and no orphan processes."""
 
-import asyncio
+import contextlib
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from specfleet.contract import SweepConfig, arm_plans, cell_identities, parse_sweep_config
 from specfleet.prompts import PromptItem
-from specfleet.results import CellResult
-from tasks.arm import ArmOutcome, _server, cell_plan, run_arm
-from tasks.cell import Endpoint, measure_cell
-from tasks.energy import EnergyWindow
+from tasks.arm import ArmOutcome, run_arm
+from tasks.loadgen import read_records_parquet
 from tasks.prompt_sets import load_prompt_class
 from tasks.store import ResultsStore
-from tests.integration.conftest import ROOT, live_engine_pids
+from tests.integration.conftest import ROOT, engine_processes, live_engine_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
@@ -67,7 +70,10 @@ def test_every_arm_started_and_measured(outcomes: tuple[dict[str, ArmOutcome], R
     assert set(arms) == {"baseline", "draft-k3", "ngram-k3"}
     for outcome in arms.values():
         assert outcome.error is None
-        assert outcome.startup_s is not None and outcome.startup_s > 0
+        timing = outcome.timing
+        assert timing.server_starts == 1 and timing.restarts == 0 and timing.startup_s > 0
+        assert timing.probe_s > 0 and timing.measured_s > 0 and timing.warmup_s > 0
+        assert timing.measured_fraction is not None and 0 < timing.measured_fraction < 1
         assert len(outcome.cells) == 1
         assert (store.dir / "cells" / f"{outcome.cells[0].key}.json").exists()
         assert (store.dir / "records" / f"{outcome.cells[0].key}.parquet").exists()
@@ -113,43 +119,48 @@ def test_greedy_outputs_match_the_baseline(outcomes: tuple[dict[str, ArmOutcome]
         assert all(len(tokens) == 24 for tokens in candidate["greedy"].values())
 
 
-def test_server_killed_mid_cell_keeps_completed_requests(
+def _kill_the_engine_after(requests: int, engines_before: set[int], timeout_s: float = 600.0) -> None:
+    """SIGKILL the process group of the first new vLLM API server once it has served ``requests``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc in engine_processes():
+            with contextlib.suppress(psutil.Error, httpx.HTTPError, ValueError):
+                cmdline = proc.cmdline()
+                if proc.pid in engines_before or "--port" not in cmdline:
+                    continue
+                port = cmdline[cmdline.index("--port") + 1]
+                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                done = [ln for ln in metrics.splitlines() if ln.startswith("vllm:request_success_total")]
+                if sum(float(ln.rsplit(" ", 1)[1]) for ln in done) >= requests:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    return
+        time.sleep(0.2)
+
+
+def test_a_server_killed_mid_cell_fails_that_cell_and_restarts_for_the_rest(
     config: SweepConfig, prompts: dict[str, list[PromptItem]], fixture_models: dict[str, str], tmp_path: Path,
     no_orphans: None,
 ) -> None:
+    config = config.model_copy(update={"load": config.load.model_copy(
+        update={"concurrency": [1, 2], "requests_per_cell": 40, "warmup_requests": 0})})
     store = ResultsStore(tmp_path, "kill-test")
     arm = arm_plans(config)[0]
-    identity = cell_identities(config, arm)[0]
-    plan = cell_plan(config, identity, "killed", prompts["code"])
-    plan = type(plan)(**{**plan.__dict__, "requests": 200})
-    server = _server(config, arm, fixture_models, store.log_path(arm.arm))
+    cells = [(c, c.key("kill")) for c in cell_identities(config, arm)]
+    killer = threading.Thread(target=_kill_the_engine_after, args=(4, live_engine_pids()), daemon=True)
+    killer.start()
+    outcome = run_arm(config, arm, cells, fixture_models, prompts, store, probe=False)
+    killer.join(timeout=5)
 
-    async def kill_after_some_finish() -> None:
-        async with httpx.AsyncClient(base_url=server.base_url) as client:
-            while True:
-                metrics = (await client.get("/metrics")).text
-                done = [ln for ln in metrics.splitlines() if ln.startswith("vllm:request_success_total")]
-                if sum(float(ln.rsplit(" ", 1)[1]) for ln in done) >= 4:
-                    server.kill()
-                    return
-                await asyncio.sleep(0.2)
-
-    async def scenario() -> CellResult:
-        endpoint = Endpoint(server.base_url, "specfleet-target")
-        killer = asyncio.create_task(kill_after_some_finish())
-        cell = await measure_cell(endpoint, plan, EnergyWindow(None, "test"), store, server.alive)
-        await killer
-        return cell
-
-    with server:
-        cell = asyncio.run(scenario())
-    assert cell.status == "failed"
-    assert "the server died during the cell" in cell.reasons
-    assert cell.completed >= 2 and cell.failed > 0
-    stored = json.loads(store.cell_path("killed").read_text())
-    assert stored["completed"] == cell.completed
-    from tasks.loadgen import read_records_parquet
-
-    records = read_records_parquet(store.records_path("killed"))
-    assert sum(1 for r in records if r.ok) == cell.completed
+    killed, after = outcome.cells
+    assert killed.status == "failed" and "the server died during the cell" in killed.reasons
+    assert any(reason.startswith("server log ") for reason in killed.reasons)
+    assert killed.completed >= 4 and killed.failed > 0
+    assert after.status != "failed" and after.completed == 40
+    assert outcome.timing.server_starts == 2 and outcome.timing.restarts == 1
+    assert outcome.error is not None and "server died during cell" in outcome.error
+    stored = json.loads(store.cell_path(killed.key).read_text())
+    assert stored["status"] == "failed" and stored["completed"] == killed.completed
+    records = read_records_parquet(store.records_path(killed.key))
+    assert sum(1 for r in records if r.ok) == killed.completed
     assert any(r.error for r in records)
+    assert store.complete_keys() == {after.key}  # --resume measures only the killed cell

@@ -128,7 +128,7 @@ def test_cell_runs_listed_with_acceptance_and_latency_columns(
     cells = [store_cell(plan.store, plan.config, ident, key, records(gap_ms=5)) for key, ident in plan.cells.items()]
     mlflow_server.wait_ready()
     uri = mlflow_server.url
-    parent = open_sweep_run.fn(uri, plan)
+    parent = open_sweep_run.fn(uri, plan.config, plan.sweep_id, plan.fingerprint)
     assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == len(cells)
     client = MlflowClient(uri)
     experiment = client.get_run(parent).info.experiment_id

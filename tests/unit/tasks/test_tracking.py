@@ -22,8 +22,8 @@ def test_parent_children_tables_and_last_validated(tmp_path: Path, monkeypatch: 
     plan = plan_sweep.fn(tmp_path / "sweep.yaml", None, tmp_path / "results")
     cells = [store_cell(plan.store, plan.config, ident, key, records(gap_ms=5)) for key, ident in plan.cells.items()]
 
-    parent = open_sweep_run.fn(uri, plan)
-    assert open_sweep_run.fn(uri, plan) == parent  # resume finds the same parent
+    parent = open_sweep_run.fn(uri, plan.config, plan.sweep_id, plan.fingerprint)
+    assert open_sweep_run.fn(uri, plan.config, plan.sweep_id, plan.fingerprint) == parent  # resume: same parent
     assert last_validated(uri, "unit-sweep") is None
     assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == 3
     assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == 0

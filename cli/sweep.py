@@ -22,12 +22,12 @@ ResultsDir = Annotated[Path, typer.Option("--results-dir", help="Per-cell result
 def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path) -> "SweepSummary":
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
-    from tasks.config import load_sweep_config
+    from tasks.preflight import check_inputs
     from tasks.sweep_plan import open_sweep
     from tasks.tracking import tracking_uri as resolve_uri
 
     with exit_on_error():
-        load_sweep_config(config)  # bad input exits 2 before Prefect, Ray or an engine starts
+        check_inputs(config)  # bad input exits 2 before Prefect, Ray or an engine starts
         if resume is not None:
             open_sweep(results_dir, resume)
         summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir))
@@ -62,11 +62,11 @@ def revalidate(
     """Compare the fingerprint with the last finished sweep's; on a change, emit the event and sweep."""
     from cli.render import print_sweep_summary
     from flows.revalidate import revalidate_flow
-    from tasks.config import load_sweep_config
+    from tasks.preflight import check_inputs
     from tasks.tracking import tracking_uri as resolve_uri
 
     with exit_on_error():
-        load_sweep_config(config)
+        check_inputs(config)
         result = revalidate_flow(str(config), check=check, tracking=tracking_uri, results_dir=str(results_dir))
     print(result.verdict)
     if result.sweep is not None:

@@ -1,10 +1,14 @@
-"""Checks before any server starts: speculators share the target's vocabulary."""
+"""Checks before any server starts: inputs that exist and parse, speculators that share the
+target's vocabulary."""
 
 import json
 from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
-from tasks.models import local_dir
+from specfleet.errors import InputError
+from tasks.config import load_sweep_config
+from tasks.models import FIXTURE_PREFIX, local_dir, looks_local
+from tasks.prompt_sets import load_prompt_class
 
 
 def vocabulary(directory: Path) -> dict[str, int] | None:
@@ -51,3 +55,30 @@ def tokenizer_warnings(config: SweepConfig, resolved: dict[str, str]) -> list[st
 def config_base_dir(config_path: Path) -> Path:
     """Relative prompt and model paths in a config resolve against its folder."""
     return config_path.resolve().parent
+
+
+def model_fields(config: SweepConfig) -> list[tuple[str, str]]:
+    """(config field, model path or id) of every model the sweep names."""
+    fields = []
+    for role in ("target", "draft"):
+        ref = getattr(config.models, role)
+        if ref is not None:
+            fields.append((f"models.{role}.path", ref.path))
+            if ref.tokenizer:
+                fields.append((f"models.{role}.tokenizer", ref.tokenizer))
+    for index, arm in enumerate(config.arms):
+        if arm.model:
+            fields.append((f"arms[{index}].model", arm.model))
+    return fields
+
+
+def check_inputs(config_path: Path) -> SweepConfig:
+    """What can be wrong with the input, checked before Prefect, Ray or an engine starts: the
+    config, every prompt file, every local model path. Raises ``InputError`` naming the field."""
+    config = load_sweep_config(config_path)
+    for spec in config.prompt_classes:
+        load_prompt_class(spec, config_base_dir(config_path))
+    for field, name in model_fields(config):
+        if not name.startswith(FIXTURE_PREFIX) and looks_local(name) and not Path(name).expanduser().exists():
+            raise InputError(f"{config_path}: {field}: {name!r} does not exist (expected a model directory or hub id)")
+    return config

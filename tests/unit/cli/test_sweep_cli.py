@@ -35,3 +35,34 @@ def test_unknown_resume_id_exits_2(tmp_path: Path) -> None:
                                     "--results-dir", str(tmp_path / "results")])
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: --resume no-such-sweep: no sweep with this id under {tmp_path / 'results'}"
+
+
+def _bad_input(tmp_path: Path, command: str = "sweep") -> tuple[int, str]:
+    result = runner.invoke(_app(), [command, str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results")])
+    assert "Traceback" not in result.output and not (tmp_path / "results").exists()
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    return result.exit_code, result.stderr
+
+
+def test_a_model_path_that_does_not_exist_names_the_field(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace(str(tmp_path / "draft"), str(tmp_path / "no-such-draft")))
+    code, message = _bad_input(tmp_path)
+    assert code == 2 and "models.draft.path" in message and "no-such-draft" in message
+
+
+def test_a_broken_prompt_line_names_the_file_and_line(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    with (tmp_path / "code.jsonl").open("a") as prompts:
+        prompts.write('{"id": "p9", "prompt": \n')
+    code, message = _bad_input(tmp_path, "revalidate")
+    assert code == 2 and "code.jsonl:5" in message
+
+
+def test_yaml_tags_are_never_evaluated(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    planted = tmp_path / "evaluated"
+    config.write_text(config.read_text().replace(
+        "name: unit-sweep", f"name: !!python/object/apply:os.system ['touch {planted}']"))
+    code, message = _bad_input(tmp_path)
+    assert code == 2 and "sweep.yaml" in message and not planted.exists()

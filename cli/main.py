@@ -95,9 +95,12 @@ def _usage_errors() -> tuple[type[Exception], ...]:
 
 
 def entry() -> None:
-    """Console entry point: usage errors become one ``error:`` line and exit 2."""
+    """Console entry point: usage errors become one ``error:`` line and exit 2. The embedded
+    Prefect server sends no usage telemetry (nothing here phones home) unless configured."""
+    import os
     import sys
 
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     usage_errors = _usage_errors()
     command = typer.main.get_command(app)
     try:

@@ -88,6 +88,7 @@ def cell_plan(
         requests=config.load.requests_per_cell, warmup_requests=config.load.warmup_requests,
         slo=config.slo, max_error_fraction=config.load.max_error_fraction,
         client_lag_limit_ms=config.load.client_lag_limit_ms,
+        adaptive_stopping=config.load.adaptive_stopping, confidence=config.analysis.confidence,
     )
 
 

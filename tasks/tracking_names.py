@@ -102,6 +102,7 @@ def cell_metrics(cell: CellResult) -> dict[str, float]:
     _put(out, "requests_completed", cell.completed)
     _put(out, "requests_failed", cell.failed)
     _put(out, "requests_slo_met", cell.slo_met)
+    _put(out, "requests_measured", cell.measured_requests)
     if cell.spec_decode is not None:
         _put(out, "acceptance_rate", cell.spec_decode.acceptance_rate)
         _put(out, "mean_acceptance_length", cell.spec_decode.mean_acceptance_length)
@@ -127,6 +128,7 @@ def cell_tags(cell: CellResult, fingerprint_digest: str) -> dict[str, str]:
         "run_kind": "cell", "fingerprint": fingerprint_digest, "cell_key": cell.key, "arm": ident.arm,
         "method": ident.method, "prompt_class": ident.prompt_class, "sampling": ident.sampling,
         "phase": ident.phase, "status": cell.status, "started_at": cell.started_at or "",
+        "stop_reason": cell.stop_reason,
     }
     if ident.k is not None:
         tags["k"] = str(ident.k)

@@ -1,6 +1,10 @@
 """Shared fixtures for tests that start real services: the fixture models and a demo-derived config."""
 
 import contextlib
+import os
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,3 +52,31 @@ def no_orphans() -> Iterator[None]:
     yield
     left = live_engine_pids() - before
     assert not left, f"orphan engine processes: {sorted(left)}"
+
+
+def stop_group(process: "subprocess.Popen[bytes]", grace_s: float = 15.0) -> None:
+    """SIGTERM a service's process group, SIGKILL it after the grace period."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def marked_processes(name: str, value: str, grace_s: float = 20.0) -> list[str]:
+    """Live processes whose environment has ``name=value`` (what one test started: Ray's
+    processes, vLLM servers), after waiting up to ``grace_s`` for them to end."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        left = []
+        for proc in psutil.process_iter(["name", "status"]):
+            with contextlib.suppress(psutil.Error):
+                if (proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE
+                        and proc.environ().get(name) == value):
+                    left.append(f"{proc.pid} {proc.info['name']}")
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1)

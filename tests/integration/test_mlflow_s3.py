@@ -22,7 +22,7 @@ import yaml
 from mlflow import MlflowClient
 
 from tasks.engine.ports import free_port
-from tests.integration.conftest import live_engine_pids
+from tests.integration.conftest import live_engine_pids, stop_group
 from tests.integration.s3_server import S3Server, seaweed_s3
 
 pytestmark = [pytest.mark.integration]
@@ -49,17 +49,6 @@ class Tracking:
         for page in self.bucket().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             out |= {item["Key"]: item["ETag"] for item in page.get("Contents", [])}
         return out
-
-
-def _stop(process: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +83,7 @@ def tracking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tracking]:
                 time.sleep(0.5)
             yield Tracking(uri, s3)
         finally:
-            _stop(process)
+            stop_group(process)
             log.close()
 
 

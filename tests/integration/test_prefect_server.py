@@ -5,7 +5,6 @@ trigger create a flow run. No worker runs, so the sweep itself never executes.""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import yaml
 
 from flows.revalidate import EVENT
 from tasks.engine.ports import free_port
+from tests.integration.conftest import stop_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -39,17 +39,6 @@ def _env(home: Path, api_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     return env | {"PREFECT_HOME": str(home), "PREFECT_API_URL": api_url, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                   "PREFECT_CLI_PROMPT": "false", "SPECFLEET_REPO": str(ROOT)}
-
-
-def _stop(process: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +64,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
             time.sleep(0.5)
         yield PrefectServer(api_url, env)
     finally:
-        _stop(process)
+        stop_group(process)
         log.close()
 
 

@@ -2,15 +2,12 @@
 servers on the fixture models. One small sweep (baseline, draft_model k=2, ngram k=3, one
 prompt class, concurrency 1) is shared by every assertion; then resume and revalidate."""
 
-import contextlib
-import os
 import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
 import ray
 import typer
@@ -25,6 +22,7 @@ from typer.testing import CliRunner, Result
 
 from cli.sweep import revalidate, sweep
 from flows.revalidate import EVENT, revalidate_flow
+from tests.integration.conftest import marked_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -64,20 +62,10 @@ class Sweep:
         return list(client.search_runs([experiment.experiment_id], f"tags.run_kind = '{kind}'"))
 
 
-def _left_running(grace_s: float = 20.0) -> list[str]:
+def _left_running() -> list[str]:
     """Processes this sweep started (Ray's raylet, GCS and workers, vLLM servers) still alive.
     They carry the test's API key variable in their environment; other sessions' never do."""
-    deadline = time.monotonic() + grace_s
-    while True:
-        left = []
-        for proc in psutil.process_iter(["name", "status"]):
-            with contextlib.suppress(psutil.Error):
-                if (proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE
-                        and proc.environ().get(KEY_ENV) == KEY_VALUE):
-                    left.append(f"{proc.pid} {proc.info['name']}")
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(1)
+    return marked_processes(KEY_ENV, KEY_VALUE)
 
 
 @pytest.fixture(scope="session")
@@ -149,9 +137,11 @@ def test_tables_on_the_parent_run_and_in_the_results_dir(swept: Sweep) -> None:
 
 
 def test_the_api_key_is_never_logged(swept: Sweep) -> None:
-    stored = [swept.root / "mlflow.db", *(p for p in (swept.root / "results").rglob("*.json"))]
-    stored += list((swept.root / "mlruns").rglob("*.*"))
-    assert all(KEY_VALUE.encode() not in path.read_bytes() for path in stored if path.is_file())
+    """Every file the sweep wrote (results, per-request Parquet, server logs, MLflow's store and
+    artifacts) and everything it printed, searched for the planted key."""
+    written = [path for path in swept.root.rglob("*") if path.is_file()]
+    assert any(path.suffix == ".log" for path in written) and any(path.suffix == ".parquet" for path in written)
+    assert [path for path in written if KEY_VALUE.encode() in path.read_bytes()] == []
     assert swept.first is not None and KEY_VALUE not in swept.first.output
 
 

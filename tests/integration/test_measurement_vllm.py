@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,10 @@ import pytest
 
 from specfleet.contract import SweepConfig, arm_plans, cell_identities, parse_sweep_config
 from specfleet.prompts import PromptItem
+from specfleet.server_args import server_args, server_env
 from tasks.arm import ArmOutcome, run_arm
+from tasks.engine.ports import free_port
+from tasks.engine.server import ArmServer, ArmStartError
 from tasks.loadgen import read_records_parquet
 from tasks.prompt_sets import load_prompt_class
 from tasks.store import ResultsStore
@@ -164,3 +168,39 @@ def test_a_server_killed_mid_cell_fails_that_cell_and_restarts_for_the_rest(
     assert sum(1 for r in records if r.ok) == killed.completed
     assert any(r.error for r in records)
     assert store.complete_keys() == {after.key}  # --resume measures only the killed cell
+
+
+def _never_healthy(config: SweepConfig, fixture_models: dict[str, str], tmp_path: Path, port: int,
+                   resolved: dict[str, str] | None = None) -> str:
+    """Start the baseline's server as a sweep would; return the start error it must raise."""
+    arm = arm_plans(config)[0]
+    args = server_args(config.engine, config.models.target, arm, resolved or fixture_models, port, "t")
+    server = ArmServer(args, server_env(config.engine, arm), "127.0.0.1", port, tmp_path / "server.log",
+                       startup_timeout_s=300)
+    started = time.monotonic()
+    with pytest.raises(ArmStartError) as failure:
+        server.start()
+    assert time.monotonic() - started < 300 and not server.alive()
+    return str(failure.value)
+
+
+def test_a_taken_port_fails_the_start_with_the_servers_own_error(
+    config: SweepConfig, fixture_models: dict[str, str], tmp_path: Path, no_orphans: None
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        message = _never_healthy(config, fixture_models, tmp_path, taken.getsockname()[1])
+    assert "before becoming healthy" in message and "Address already in use" in message
+
+
+def test_a_folder_that_is_not_a_model_fails_the_start_with_the_servers_own_error(
+    config: SweepConfig, fixture_models: dict[str, str], tmp_path: Path, no_orphans: None
+) -> None:
+    broken = tmp_path / "not-a-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    message = _never_healthy(config, fixture_models, tmp_path, free_port(),
+                             fixture_models | {"fixture:target": str(broken)})
+    assert "before becoming healthy" in message and str(tmp_path / "server.log") in message
+    assert "Error" in message.split("ends:", 1)[1]

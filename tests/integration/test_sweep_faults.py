@@ -201,3 +201,20 @@ def test_sync_logs_the_night_once_mlflow_is_back(night: Night, finished: tuple[i
     parents = client.search_runs([experiment.experiment_id], "tags.run_kind = 'sweep'")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(client.search_runs([experiment.experiment_id], "tags.run_kind = 'cell'")) == CELLS
+
+
+def test_servers_that_never_start_fail_their_cells_and_the_sweep_exits_3(
+    tmp_path: Path, fixture_models: dict[str, str]
+) -> None:
+    data = yaml.safe_load(_config(tmp_path).read_text())
+    data["engine"]["extra_args"] = ["--no-such-flag"]
+    (tmp_path / "faults.yaml").write_text(yaml.safe_dump(data))
+    night = Night(tmp_path, tmp_path / "faults.yaml", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    code, output = night.start("sweep", str(night.config)).finish()
+    assert code == 3, output[-4000:]
+    night.sweep_id = output.split("sweep id: ", 1)[1].split()[0]
+    summary = json.loads((tmp_path / "results" / night.sweep_id / "summary.json").read_text())
+    assert summary["cells_complete"] == 0 and len(summary["failed_cells"]) == CELLS
+    errors = [arm["error"] for arm in summary["arms"]]
+    assert errors and all("exited with code" in e and "no-such-flag" in e for e in errors)
+    assert left_running() == []

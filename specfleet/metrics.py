@@ -207,6 +207,14 @@ def accounting_problems(records: Iterable[RequestRecord], ignore_eos: bool) -> l
 
 # --- the cell ---------------------------------------------------------------------
 
+def client_saturation(lag_p99_ms: float | None, limit_ms: float) -> str | None:
+    """Why the cell's own client cannot be trusted, or None. A client whose event loop woke
+    late stamped arrivals late and sent late: its latencies are its own (issue 9)."""
+    if lag_p99_ms is None or lag_p99_ms <= limit_ms:
+        return None
+    return f"client saturated: event-loop lag p99 {lag_p99_ms:.1f} ms > {limit_ms:g} ms"
+
+
 def _with_energy_per_token(energy: EnergyReading, tokens: int, qualified: int) -> EnergyReading:
     if energy.joules is None:
         return energy

@@ -10,7 +10,7 @@ import httpx
 
 from specfleet.contract import CellIdentity, SLOSpec
 from specfleet.contract.workload import AdaptiveStoppingSpec
-from specfleet.metrics import CI_CONFIDENCE, assemble_cell
+from specfleet.metrics import CI_CONFIDENCE, assemble_cell, client_saturation
 from specfleet.prompts import PromptItem
 from specfleet.results import CellResult, SpecDecodeStats
 from specfleet.results.cell import StopReason
@@ -112,8 +112,9 @@ async def measure_cell(
     spec, spec_missing = _spec_decode(snapshots.get("before"), after)
     reasons = ["the server died during the cell"] if server_failed else []
     lag = result.loop_lag.p99_ms
-    if lag is not None and lag > plan.client_lag_limit_ms:
-        reasons.append(f"client saturated: event-loop lag p99 {lag:.1f} ms > {plan.client_lag_limit_ms:g} ms")
+    saturated = client_saturation(lag, plan.client_lag_limit_ms)
+    if saturated is not None:
+        reasons.append(saturated)
     records_file = None
     if store is not None:
         records_file = store.write_records(plan.key, _parquet_bytes(result))

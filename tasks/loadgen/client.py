@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-import httpx
+import aiohttp
+import orjson
 
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
@@ -20,6 +21,7 @@ from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_
 
 Endpoint = Literal["completions", "chat"]
 ERROR_DETAIL_CHARS = 300
+HTTP_OK = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +40,7 @@ class RequestSettings:
 
 
 class RequestFunc(Protocol):
-    async def __call__(self, client: httpx.AsyncClient, item: PromptItem,
+    async def __call__(self, client: aiohttp.ClientSession, item: PromptItem,
                        settings: RequestSettings, index: int) -> RequestRecord: ...
 
 
@@ -60,16 +62,16 @@ def request_body(settings: RequestSettings, item: PromptItem, index: int) -> dic
     return body
 
 
-async def request_completion(client: httpx.AsyncClient, item: PromptItem,
+async def request_completion(client: aiohttp.ClientSession, item: PromptItem,
                              settings: RequestSettings, index: int) -> RequestRecord:
     body = request_body(settings, item, index) | {"prompt": item.prompt}
-    return await stream_request(client, "/v1/completions", body, completion_text, item, settings, index)
+    return await stream_request(client, "v1/completions", body, completion_text, item, settings, index)
 
 
-async def request_chat(client: httpx.AsyncClient, item: PromptItem,
+async def request_chat(client: aiohttp.ClientSession, item: PromptItem,
                        settings: RequestSettings, index: int) -> RequestRecord:
     body = request_body(settings, item, index) | {"messages": item.messages}
-    return await stream_request(client, "/v1/chat/completions", body, chat_text, item, settings, index)
+    return await stream_request(client, "v1/chat/completions", body, chat_text, item, settings, index)
 
 
 REQUEST_FUNCS: dict[Endpoint, RequestFunc] = {"completions": request_completion, "chat": request_chat}
@@ -85,39 +87,42 @@ def check_prompts(prompts: list[PromptItem], endpoint: Endpoint) -> None:
             raise InputError(f"prompt {item.id!r} has no {needed!r}, which the {endpoint} endpoint needs")
 
 
-async def stream_request(client: httpx.AsyncClient, path: str, body: dict[str, object], text_of: TextOf,
+async def stream_request(client: aiohttp.ClientSession, path: str, body: dict[str, object], text_of: TextOf,
                          item: PromptItem, settings: RequestSettings, index: int) -> RequestRecord:
-    """POST ``body`` and fold the event stream into a record (the one SSE loop)."""
+    """POST ``body`` to ``path`` under the session's base URL and fold the event stream into a
+    record (the one SSE loop)."""
     accumulator = StreamAccumulator(text_of)
     error: str | None = None
     send_ns = time.perf_counter_ns()
     try:
         async with asyncio.timeout(settings.timeout_s):
-            async with client.stream("POST", path, json=body) as response:
-                if response.status_code != httpx.codes.OK:
-                    detail = (await response.aread()).decode(errors="replace")[:ERROR_DETAIL_CHARS]
-                    error = f"HTTP {response.status_code}: {detail}"
-                elif not await _consume(response, accumulator):
+            async with client.post(path, json=body) as response:
+                if response.status != HTTP_OK:
+                    detail = (await response.read()).decode(errors="replace")[:ERROR_DETAIL_CHARS]
+                    error = f"HTTP {response.status}: {detail}"
+                elif not await _consume(response.content, accumulator):
                     error = "stream ended without [DONE]"
     except TimeoutError:
         error = f"timed out after {settings.timeout_s:g} s"
-    except httpx.HTTPError as err:
+    except aiohttp.ClientError as err:
         error = f"{type(err).__name__}: {err}"[:ERROR_DETAIL_CHARS]
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except json.JSONDecodeError as err:  # orjson's decode error subclasses it (bad UTF-8 included)
         error = f"malformed stream event: {err}"[:ERROR_DETAIL_CHARS]
     return accumulator.record(index=index, prompt_id=item.id, send_ns=send_ns, end_ns=time.perf_counter_ns(),
                               max_tokens=settings.max_tokens_for(item), error=error)
 
 
-async def _consume(response: httpx.Response, accumulator: StreamAccumulator) -> bool:
-    """Feed events until ``[DONE]``; one arrival stamp per network read. True if done was seen."""
+async def _consume(content: aiohttp.StreamReader, accumulator: StreamAccumulator) -> bool:
+    """Feed events until ``[DONE]``; one arrival stamp per network read (all the bytes buffered
+    when the loop resumes this request). True if done was seen."""
     decoder = SSEDecoder()
-    async for raw in response.aiter_bytes():
+    feed = accumulator.feed
+    while raw := await content.readany():
         arrival_ns = time.perf_counter_ns()
         for payload in decoder.feed(raw):
             if payload == DONE:
                 return True
-            event = json.loads(payload)
+            event = orjson.loads(payload)
             if isinstance(event, dict):
-                accumulator.feed(event, arrival_ns)
+                feed(event, arrival_ns)
     return False

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 
-import httpx
+import aiohttp
 import numpy as np
 
 from specfleet.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
@@ -90,22 +90,21 @@ async def run_load(
     api_key: str | None = None,
     before_measured: Callable[[], Awaitable[None]] | None = None,
     stop_when: StopWhen | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
 ) -> LoadResult:
     """Drive one cell: warm-up, then ``before_measured()`` (e.g. snapshot /metrics), then up to
     ``requests`` measured requests. Returns their records and the measured window.
 
     ``api_key`` goes only into the Authorization header. Environment proxies are ignored
-    (a proxy would sit inside every measured latency). ``transport`` replaces the network
-    (unit tests).
+    (a proxy would sit inside every measured latency). Paths join ``base_url`` as a prefix
+    (``http://host/prefix`` serves ``http://host/prefix/v1/completions``).
     """
     check_prompts(list(prompts), settings.endpoint)
     request = REQUEST_FUNCS[settings.endpoint]
     pool = load.concurrency if isinstance(load, ClosedLoop) else None
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=None, limits=limits,
-                                 transport=transport, trust_env=False) as client:
+    connector = aiohttp.TCPConnector(limit=pool or 0)  # 0: no limit (open loop)
+    async with aiohttp.ClientSession(base_url=base_url.rstrip("/") + "/", connector=connector, headers=headers,
+                                     timeout=aiohttp.ClientTimeout(), trust_env=False) as client:
 
         def sender(first_index: int) -> Send:
             """Request i takes prompt i (cycling) and record/seed index first_index + i."""

@@ -24,16 +24,33 @@ class SSEDecoder:
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        buffer = self._buffer + chunk
+        buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
+        whole = _whole_data_events(buffer)
+        if whole is not None:
+            self._buffer = b""
+            return whole
         *events, self._buffer = buffer.split(b"\n\n")
         payloads: list[bytes] = []
         for event in events:
+            if event.startswith(b"data: ") and b"\n" not in event:  # one data line
+                payloads.append(event[6:])
+                continue
             data = [line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
             if data:
                 payloads.append(b"\n".join(data))
         return payloads
+
+
+def _whole_data_events(buffer: bytes) -> list[bytes] | None:
+    """The payloads when ``buffer`` is only whole single-line ``data: `` events (vLLM's framing,
+    read at an event boundary), found with one split; None for anything else. The newline count
+    proves that no payload holds another line."""
+    if not (buffer.startswith(b"data: ") and buffer.endswith(b"\n\n")):
+        return None
+    payloads = buffer[6:-2].split(b"\n\ndata: ")
+    return payloads if buffer.count(b"\n") == 2 * len(payloads) else None
 
 
 def completion_text(choice: Mapping[str, object]) -> tuple[str, bool]:
@@ -80,13 +97,18 @@ class StreamAccumulator:
             self.error = f"server error in stream: {_error_message(event['error'])}"
             return
         usage = event.get("usage")
-        cumulative = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-            self.prompt_tokens = usage["prompt_tokens"]
+        cumulative = None
+        if isinstance(usage, dict):
+            cumulative = usage.get("completion_tokens")
+            if not isinstance(cumulative, int):
+                cumulative = None
+            prompt_tokens = usage.get("prompt_tokens")
+            if isinstance(prompt_tokens, int):
+                self.prompt_tokens = prompt_tokens
         choices = event.get("choices")
         if not isinstance(choices, list) or not choices:
             # The trailing usage-only chunk: the final count and any per-request metrics.
-            if isinstance(cumulative, int):
+            if cumulative is not None:
                 self.usage_completion_tokens = cumulative
             metrics = event.get("metrics")
             if isinstance(metrics, dict):
@@ -95,16 +117,22 @@ class StreamAccumulator:
         choice = choices[0]
         if not isinstance(choice, dict):
             return
-        if isinstance(choice.get("finish_reason"), str):
-            self.finish_reason = choice["finish_reason"]
-        if isinstance(cumulative, int):
-            self.latest_cumulative = cumulative
+        finish_reason = choice.get("finish_reason")
+        if isinstance(finish_reason, str):
+            self.finish_reason = finish_reason
         text, bears_content = self.text_of(choice)
-        if not bears_content:
-            return
-        tokens = self.latest_cumulative - self.counted_tokens if isinstance(cumulative, int) else 1
-        self.counted_tokens += tokens
-        self.latest_cumulative = max(self.latest_cumulative, self.counted_tokens)
+        if cumulative is None:
+            if not bears_content:
+                return
+            tokens = 1
+            self.counted_tokens += 1
+            self.latest_cumulative = max(self.latest_cumulative, self.counted_tokens)
+        else:
+            self.latest_cumulative = cumulative
+            if not bears_content:
+                return
+            tokens = cumulative - self.counted_tokens
+            self.counted_tokens = cumulative
         self.chunk_ns.append(arrival_ns)
         self.chunk_tokens.append(tokens)
         if text:

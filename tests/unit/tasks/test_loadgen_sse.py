@@ -9,6 +9,8 @@ is its ``data: ...\\n\\n``. The chat finish chunk counts a stop token that has n
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from specfleet.metrics import TRAILING_TOKENS_KEY
 from specfleet.results.records import RequestRecord
@@ -133,3 +135,28 @@ def test_error_event_keeps_what_arrived_before_it() -> None:
     record = replay(ERROR_STREAM, completion_text, event_ends(ERROR_STREAM))
     assert record.error == "server error in stream: boom"
     assert (record.chunk_tokens, record.text) == ((1,), " The")
+
+
+SINGLE_LINE_PAYLOAD = st.binary(max_size=40).filter(lambda b: b"\n" not in b and b"\r" not in b)
+
+
+@given(payloads=st.lists(SINGLE_LINE_PAYLOAD, max_size=6), cuts=st.lists(st.integers(0, 400), max_size=5))
+def test_whole_and_split_reads_of_single_line_events_give_every_payload(payloads: list[bytes],
+                                                                        cuts: list[int]) -> None:
+    """vLLM's framing takes the one-split path when a read holds whole events; any other read
+    boundary takes the general path. Both give the same payloads."""
+    stream = b"".join(b"data: " + p + b"\n\n" for p in payloads)
+    assert SSEDecoder().feed(stream) == payloads
+    decoder, got, position = SSEDecoder(), [], 0
+    for end in [*sorted(c for c in cuts if c < len(stream)), len(stream)]:
+        got += decoder.feed(stream[position:end])
+        position = end
+    assert got == payloads
+
+
+def test_reads_that_are_not_only_single_line_data_events_take_the_general_path() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: 1\n\n: ping\n\ndata: 2\ndata: 3\n\ndata:4\n\n") == [b"1", b"2\n3", b"4"]
+    assert decoder.feed(b"data: 5\n\n\ndata: 6\n\n") == [b"5", b"6"]
+    assert decoder.feed(b"data: 7\n\ndata: 8") == [b"7"]
+    assert decoder.feed(b"\n\n") == [b"8"]

@@ -55,13 +55,26 @@ def ray_session(config: SweepConfig) -> Iterator[dict[str, Any]]:
     and always shuts Ray down (its workers stop their servers on SIGTERM)."""
     quiet: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
     if os.environ.get("RAY_ADDRESS"):
-        ray.init(**quiet)
+        _connect(quiet)
     else:
         ray.init(num_cpus=os.cpu_count() or 1, resources={ARM_RESOURCE: 1} if is_cpu(config) else None, **quiet)
     try:
         yield arm_resources(config)
     finally:
         ray.shutdown()
+
+
+def _connect(options: dict[str, Any], attempts: int = 3, backoff_s: float = 5.0) -> None:
+    """Join the cluster at ``RAY_ADDRESS``. Through the Ray client (``ray://``) the head starts a
+    server process per driver, which can miss its start-up deadline on a loaded head: retry."""
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(**options)
+            return
+        except ConnectionAbortedError:
+            if attempt == attempts:
+                raise
+            time.sleep(backoff_s * attempt)
 
 
 def arm_resources(config: SweepConfig) -> dict[str, Any]:

@@ -117,6 +117,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("ray")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
         "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "120",  # a driver's client server starts slowly on 2 busy cores
         # Declare a lost node dead within seconds, not the default tens of seconds.
         "RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
         "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3",

@@ -23,6 +23,7 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
     from tasks.preflight import check_inputs
+    from tasks.ray_arms import ctrl_c_stops_the_sweep
     from tasks.sweep_plan import open_sweep
     from tasks.tracking import tracking_uri as resolve_uri
 
@@ -30,7 +31,8 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
         check_inputs(config)  # bad input exits 2 before Prefect, Ray or an engine starts
         if resume is not None:
             open_sweep(results_dir, resume)
-        summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir))
+        with ctrl_c_stops_the_sweep():
+            summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir))
     print_sweep_summary(summary, resolve_uri(tracking_uri))
     return summary
 

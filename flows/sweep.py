@@ -18,7 +18,7 @@ from rich.console import Console
 
 from tasks.aggregate import SweepSummary, aggregate
 from tasks.prefect_artifacts import publish_prefect_artifacts, summary_markdown
-from tasks.ray_arms import CellProgress, ray_session, run_stage
+from tasks.ray_arms import CellProgress, raise_if_interrupted, ray_session, run_stage
 from tasks.store import atomic_write_text
 from tasks.sweep_plan import plan_sweep
 from tasks.tracking import SweepTracker, tracking_uri
@@ -45,6 +45,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         if plan.work:
             with ray_session(plan.config) as resources, CellProgress(plan.pending_cells) as progress:
                 for label, stage in plan.stages():
+                    raise_if_interrupted()
                     done = run_stage(plan, stage, resources, progress, label)
                     plan.pull_results()
                     tracker.log_cells([c for r in done for c in r.cells], plan.store, plan.fingerprint.digest)

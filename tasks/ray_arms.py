@@ -6,11 +6,14 @@ result-storage and retry pitfalls (measurement.md, "Orchestration and tracking p
 
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import ray
@@ -164,4 +167,30 @@ def run_stage(plan: SweepPlan, stage: Sequence[ArmWork], resources: dict[str, An
         done, waiting = ray.wait(waiting, num_returns=1, timeout=POLL_S)
         reports += [_report(refs[ref], ref) for ref in done]
         progress.update(plan.store, keys, label)
+        raise_if_interrupted()
     return reports
+
+
+_INTERRUPTED = threading.Event()
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def ctrl_c_stops_the_sweep() -> Iterator[None]:
+    """Ctrl-C ends the sweep even where a library swallows the KeyboardInterrupt (one raised
+    inside ``ray.wait`` can be): the flag it sets is checked every poll and between stages."""
+    _INTERRUPTED.clear()
+    previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def raise_if_interrupted() -> None:
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt

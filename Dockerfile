@@ -24,16 +24,15 @@ ENV PYTHONUNBUFFERED=1 \
     SPECFLEET_REPO=/opt/specfleet \
     SPECFLEET_PROMPTS_DIR=/opt/specfleet/configs/prompts \
     SPECFLEET_CONFIG=configs/llama70b-h200.yaml \
-    HOME=/home/specfleet \
-    HF_HOME=/home/specfleet/.cache/huggingface \
     RAY_USAGE_STATS_ENABLED=0
 
 RUN groupadd --gid 10001 specfleet \
-    && useradd --uid 10001 --gid 10001 --create-home --home-dir /home/specfleet --shell /bin/bash specfleet \
-    && mkdir -p /data/results /home/specfleet/.cache/specfleet \
-    && chown -R 10001:10001 /data /home/specfleet/.cache
+    && useradd --uid 10001 --gid 10001 --create-home --shell /bin/bash specfleet \
+    && mkdir -p /data/results ~specfleet/.cache/specfleet ~specfleet/.cache/huggingface \
+    && chown -R 10001:10001 /data ~specfleet/.cache
 
 COPY --chown=specfleet:specfleet . /opt/specfleet
+WORKDIR /opt/specfleet
 
 # Install specfleet into the interpreter that already has vLLM, without touching vLLM:
 # the image's vLLM, torch, CUDA kernels, transformers and its web stack (fastapi,
@@ -43,17 +42,16 @@ COPY --chown=specfleet:specfleet . /opt/specfleet
 # version every node of the cluster runs.
 RUN python3 -m pip list --format=freeze \
         | grep -iE '^(vllm|torch|torchvision|torchaudio|triton|xformers|flashinfer-python|transformers|tokenizers|huggingface-hub|fastapi|starlette|pydantic|pydantic-core|numpy)==' \
-        > /tmp/image-pins.txt \
-    && grep -iq '^vllm==0\.33\.' /tmp/image-pins.txt \
-    && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --constraint /tmp/image-pins.txt \
+        > image-pins.txt \
+    && grep -iq '^vllm==0\.33\.' image-pins.txt \
+    && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --constraint image-pins.txt \
         "ray[default]==${RAY_VERSION}" /opt/specfleet \
     && python3 -m pip list --format=freeze | grep -iE '^vllm==0\.33\.' \
     && python3 -c "import vllm, ray, prefect, mlflow, flows.sweep, tasks.ray_arms" \
-    && rm -rf /opt/specfleet/build /opt/specfleet/*.egg-info /tmp/image-pins.txt
+    && rm -rf build ./*.egg-info image-pins.txt
 
 # Numeric, so Kubernetes can check runAsNonRoot.
 USER 10001:10001
-WORKDIR /opt/specfleet
 
 # Cleared on purpose: the base image's `vllm serve` would swallow `ray start` and `bash`.
 ENTRYPOINT []

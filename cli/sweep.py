@@ -65,11 +65,13 @@ def revalidate(
     from cli.render import print_sweep_summary
     from flows.revalidate import revalidate_flow
     from tasks.preflight import check_inputs
+    from tasks.ray_arms import ctrl_c_stops_the_sweep
     from tasks.tracking import tracking_uri as resolve_uri
 
     with exit_on_error():
         check_inputs(config)
-        result = revalidate_flow(str(config), check=check, tracking=tracking_uri, results_dir=str(results_dir))
+        with ctrl_c_stops_the_sweep():
+            result = revalidate_flow(str(config), check=check, tracking=tracking_uri, results_dir=str(results_dir))
     print(result.verdict)
     if result.sweep is not None:
         print_sweep_summary(result.sweep, resolve_uri(tracking_uri))
@@ -84,12 +86,14 @@ def sync(
 ) -> None:
     """Log a sweep's stored results to MLflow (after an outage); running it twice creates nothing new."""
     from flows.sync import sync_flow
+    from tasks.config import load_sweep_config
     from tasks.sweep_plan import open_sweep
     from tasks.tracking import require_reachable, shown_uri
     from tasks.tracking import tracking_uri as resolve_uri
 
     with exit_on_error():
-        open_sweep(results_dir, sweep_id)
+        stored = open_sweep(results_dir, sweep_id)[1]
+        load_sweep_config(Path(str(stored["config"])))  # the sweep's config must still be there
         require_reachable(resolve_uri(tracking_uri))
         result = sync_flow(sweep_id, tracking_uri, str(results_dir))
     print(f"sweep {result.sweep_id}: {result.runs_created} cell runs created, "

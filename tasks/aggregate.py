@@ -34,7 +34,7 @@ class ArmSummary(RecordModel):
     phase: str
     cells_measured: int
     error: str | None
-    timing: ArmTiming
+    timing: ArmTiming | None = Field(description="None when the arm's Ray task died past its retries.")
     measured_fraction: float | None = Field(description="Measured windows over the arm's wall time.")
 
 
@@ -142,7 +142,8 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in complete],
         servers_started=len(reports),
         arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
-                         timing=r.timing, measured_fraction=r.timing.measured_fraction) for r in reports],
+                         timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
+              for r in reports],
         gates=gates, notes=[*plan.warnings, *notes],
         cost_table=rows_as_dicts(decision_rows(decisions, plan.config)),
         negative_cells=rows_as_dicts(negative_cells(decisions, plan.config)),

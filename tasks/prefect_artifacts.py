@@ -62,9 +62,11 @@ OVERHEAD_COLUMNS: list[Column] = [
 
 
 def overhead_rows(summary: SweepSummary) -> list[dict[str, object]]:
-    """One row per server life in this run: where its wall time went (issue 9, sweep overhead)."""
+    """One row per arm run now: where its wall time went (issue 9, sweep overhead). An arm whose
+    Ray task died has no figures (n/a), not zeros."""
     return [{"arm": a.arm, "phase": a.phase, "cells_measured": a.cells_measured,
-             **a.timing.model_dump(), "idle_s": a.timing.idle_s, "measured_fraction": a.measured_fraction}
+             **(a.timing.model_dump() | {"idle_s": a.timing.idle_s} if a.timing else {}),
+             "measured_fraction": a.measured_fraction}
             for a in summary.arms]
 
 

@@ -45,7 +45,8 @@ class ArmReport:
     phase: str
     cells: list[CellResult]
     error: str | None
-    timing: ArmTiming
+    timing: ArmTiming | None
+    """None when the task died past its retries: where its time went was never reported."""
 
 
 def is_cpu(config: SweepConfig) -> bool:
@@ -116,7 +117,7 @@ def _report(work: ArmWork, ref: ray.ObjectRef) -> ArmReport:  # type: ignore[typ
         data = ray.get(ref)
     except ray.exceptions.RayError as err:  # died past its retries: its stored cells stay, resume does the rest
         return ArmReport(arm=work.arm.arm, phase=work.phase, cells=[], error=f"Ray task failed: {err}",
-                         timing=ArmTiming())
+                         timing=None)
     return ArmReport(arm=data["arm"], phase=work.phase, error=data["error"],
                      timing=ArmTiming.model_validate(data["timing"]),
                      cells=[CellResult.model_validate(c) for c in data["cells"]])

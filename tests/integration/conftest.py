@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from specfleet.server_args import SERVER_MODULE
 
@@ -80,3 +81,21 @@ def marked_processes(name: str, value: str, grace_s: float = 20.0) -> list[str]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(1)
+
+
+BASELINE_ARM = {"name": "baseline", "method": "baseline"}
+NGRAM_ARM = {"name": "ngram", "method": "ngram", "k": [3], "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+
+
+def tiny_sweep_config(path: Path, name: str, arms: list[dict[str, object]], requests: int = 4,
+                      warmup: int = 0, max_tokens: int = 16, **sections: object) -> Path:
+    """The demo config cut to one prompt class at concurrency 1 and greedy probes only (no
+    stochastic one), for sweeps in tests; ``sections`` replace whole top-level sections."""
+    data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
+    data |= {"name": name, "arms": arms,
+             "prompt_classes": [{"name": "code", "max_output_tokens": max_tokens}],
+             "equivalence": {"prompt_class": "code", "prompts": 2, "greedy_max_tokens": 8}}
+    data["load"] |= {"concurrency": [1], "requests_per_cell": requests, "warmup_requests": warmup}
+    data |= sections
+    path.write_text(yaml.safe_dump(data))
+    return path

@@ -177,10 +177,9 @@ def _never_healthy(config: SweepConfig, fixture_models: dict[str, str], tmp_path
     args = server_args(config.engine, config.models.target, arm, resolved or fixture_models, port, "t")
     server = ArmServer(args, server_env(config.engine, arm), "127.0.0.1", port, tmp_path / "server.log",
                        startup_timeout_s=300)
-    started = time.monotonic()
     with pytest.raises(ArmStartError) as failure:
         server.start()
-    assert time.monotonic() - started < 300 and not server.alive()
+    assert not server.alive()
     return str(failure.value)
 
 

@@ -18,11 +18,10 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-import yaml
 from mlflow import MlflowClient
 
 from tasks.engine.ports import free_port
-from tests.integration.conftest import live_engine_pids, stop_group
+from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, live_engine_pids, stop_group, tiny_sweep_config
 from tests.integration.s3_server import S3Server, seaweed_s3
 
 pytestmark = [pytest.mark.integration]
@@ -144,17 +143,8 @@ class Swept:
 
 
 def _config(root: Path) -> Path:
-    data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
-    data["name"] = EXPERIMENT
-    data["arms"] = [{"name": "baseline", "method": "baseline"},
-                    {"name": "ngram", "method": "ngram", "k": [3], "prompt_lookup_min": 2, "prompt_lookup_max": 5}]
-    data["load"] |= {"concurrency": [1], "requests_per_cell": 4, "warmup_requests": 1}
-    data["prompt_classes"] = [{"name": "code", "max_output_tokens": 16}]
-    data["equivalence"] = {"prompt_class": "code", "prompts": 2, "greedy_max_tokens": 8}  # no stochastic probe
-    data["analysis"] = {"confidence": 0.95, "bootstrap_resamples": 200}
-    path = root / "sweep.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return tiny_sweep_config(root / "sweep.yaml", EXPERIMENT, [BASELINE_ARM, NGRAM_ARM], warmup=1,
+                             analysis={"confidence": 0.95, "bootstrap_resamples": 200})
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ import yaml
 from mlflow import MlflowClient
 
 from tasks.engine.ports import free_port
-from tests.integration.conftest import marked_processes
+from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, marked_processes, tiny_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -39,16 +39,7 @@ CELLS = 3  # the baseline at the start, ngram k=3, the baseline again at the end
 
 
 def _config(root: Path) -> Path:
-    data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
-    data["name"] = "it-faults"
-    data["arms"] = [{"name": "baseline", "method": "baseline"},
-                    {"name": "ngram", "method": "ngram", "k": [3], "prompt_lookup_min": 2, "prompt_lookup_max": 5}]
-    data["load"] |= {"concurrency": [1], "requests_per_cell": 4, "warmup_requests": 0}
-    data["prompt_classes"] = [{"name": "code", "max_output_tokens": 16}]
-    data["equivalence"] = {"prompt_class": "code", "prompts": 2, "greedy_max_tokens": 8}
-    path = root / "faults.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return tiny_sweep_config(root / "faults.yaml", "it-faults", [BASELINE_ARM, NGRAM_ARM])
 
 
 def left_running() -> list[str]:

@@ -22,7 +22,7 @@ from typer.testing import CliRunner, Result
 
 from cli.sweep import revalidate, sweep
 from flows.revalidate import EVENT, revalidate_flow
-from tests.integration.conftest import marked_processes
+from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, marked_processes, tiny_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -75,16 +75,13 @@ def prefect_api() -> Iterator[None]:
 
 
 def _config(root: Path, draft: Path) -> Path:
-    data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
-    data["name"] = "it-sweep"
+    path = tiny_sweep_config(root / "it-sweep.yaml", "it-sweep",
+                             [BASELINE_ARM, {"name": "draft", "method": "draft_model", "k": [2]}, NGRAM_ARM],
+                             requests=6, warmup=1, max_tokens=32,
+                             equivalence={"prompt_class": "code", "prompts": 3, "greedy_max_tokens": 16})
+    data = yaml.safe_load(path.read_text())
     data["models"]["draft"]["path"] = str(draft)
     data["engine"]["api_key_env"] = KEY_ENV
-    data["arms"] = [{"name": "baseline", "method": "baseline"}, {"name": "draft", "method": "draft_model", "k": [2]},
-                    {"name": "ngram", "method": "ngram", "k": [3], "prompt_lookup_min": 2, "prompt_lookup_max": 5}]
-    data["load"] |= {"concurrency": [1], "requests_per_cell": 6, "warmup_requests": 1}
-    data["prompt_classes"] = [{"name": "code", "max_output_tokens": 32}]
-    data["equivalence"] = {"prompt_class": "code", "prompts": 3, "greedy_max_tokens": 16}
-    path = root / "it-sweep.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 

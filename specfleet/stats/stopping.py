@@ -81,6 +81,9 @@ def ratio_relative_half_width(
     return _z(confidence) * _ratio_standard_error(y, x, ratio) / ratio
 
 
+ROUNDING = 1e-12
+
+
 def pooled_percentile_relative_half_width(
     series: Sequence[FloatArray], percentile: float, confidence: float
 ) -> float | None:
@@ -93,7 +96,8 @@ def pooled_percentile_relative_half_width(
     estimate = float(np.percentile(pooled, percentile))
     if not estimate > 0:
         return None
-    at_or_below = np.asarray([np.count_nonzero(s <= estimate) for s in clusters], dtype=np.float64)
+    ceiling = estimate * (1.0 + ROUNDING)  # interpolation can land an ulp off a value it equals
+    at_or_below = np.asarray([np.count_nonzero(s <= ceiling) for s in clusters], dtype=np.float64)
     sizes = np.asarray([len(s) for s in clusters], dtype=np.float64)
     cdf = float(at_or_below.sum() / sizes.sum())
     margin = _z(confidence) * _ratio_standard_error(at_or_below, sizes, cdf)

@@ -182,11 +182,11 @@ class _ArmRun:
             for index, (identity, key) in enumerate(cells):
                 t0 = time.monotonic()
                 plan = cell_plan(config, identity, key, self.prompts_by_class[identity.prompt_class])
-                cell = asyncio.run(measure_cell(endpoint, plan, energy, store, server.alive, engine_version))
+                cell = asyncio.run(measure_cell(endpoint, plan, energy, store, server.survived, engine_version))
                 phases["measured_s"] += cell.throughput.duration_s
                 phases["warmup_s"] += max(0.0, time.monotonic() - t0 - cell.throughput.duration_s)
                 if not server.alive():
-                    cell = _with_log_tail(cell, store.log_path(arm.arm))
+                    cell = _as_failed_with_log_tail(cell, store.log_path(arm.arm))
                     store.write_cell(cell)
                     self.outcome.cells.append(cell)
                     self.outcome.error = f"server died during cell {identity.label}"
@@ -195,5 +195,9 @@ class _ArmRun:
         return []
 
 
-def _with_log_tail(cell: CellResult, log_path: Path) -> CellResult:
-    return cell.model_copy(update={"reasons": [*cell.reasons, f"server log {log_path} ends:\n{log_tail(log_path)}"]})
+def _as_failed_with_log_tail(cell: CellResult, log_path: Path) -> CellResult:
+    """A cell whose server is gone is failed (re-measured on resume), whenever in the cell it died."""
+    died = "the server died during the cell"
+    reasons = [*([] if died in cell.reasons else [died]), *cell.reasons,
+               f"server log {log_path} ends:\n{log_tail(log_path)}"]
+    return cell.model_copy(update={"status": "failed", "reasons": reasons})

@@ -86,6 +86,20 @@ class ArmServer:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def survived(self, grace_s: float = 5.0) -> bool:
+        """Whether the server is still up after a cell. A killed server's sockets close before the
+        kernel reports its exit, so a process whose /health no longer answers gets ``grace_s`` to
+        finish exiting before it counts as alive."""
+        if not self.alive():
+            return False
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
+                return True
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and self.alive():
+            time.sleep(0.1)
+        return self.alive()
+
     def start(self) -> None:
         env = {**os.environ, **self.env}
         env.pop("OMP_NUM_THREADS", None)  # Ray sets it to the task's num_cpus; let vLLM size its pool

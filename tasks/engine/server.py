@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +46,26 @@ class ArmStartError(RuntimeError):
     """The server did not become healthy; the message carries the tail of its log."""
 
 
+_ERROR_LINE = re.compile(r"^(?:\(\S+ pid=\d+\) )?(?:ERROR \S+ \S+ \[\S+\] )?((?:\w+\.)*\w*(?:Error|Exception): .+)$")
+"""A raised exception's last line, bare or behind vLLM's ``(Worker pid=N) ERROR date time [file:line]`` prefix."""
+
+
+def first_error(path: Path, offset: int = 0) -> str | None:
+    """The first exception in the log from byte ``offset``: the root cause, which vLLM's own
+    tracebacks bury under later "initialization failed" errors past any tail."""
+    try:
+        with path.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    for line in text.splitlines():
+        match = _ERROR_LINE.match(line)
+        if match:
+            return match.group(1)
+    return None
+
+
 def log_tail(path: Path, lines: int = 25) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -77,6 +98,7 @@ class ArmServer:
         self.api_key = api_key
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
+        self._log_offset = 0
 
     @property
     def base_url(self) -> str:
@@ -109,6 +131,7 @@ class ArmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with self.log_path.open("ab") as log:
+            self._log_offset = log.tell()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", SERVER_MODULE, *self.args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -130,8 +153,7 @@ class ArmServer:
                 code = self.process.poll()
                 if code is not None:
                     raise ArmStartError(
-                        f"vLLM server exited with code {code} before becoming healthy; "
-                        f"log {self.log_path} ends:\n{log_tail(self.log_path)}"
+                        self._start_failure(f"vLLM server exited with code {code} before becoming healthy")
                     )
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
@@ -139,10 +161,11 @@ class ArmServer:
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.5)
-        raise ArmStartError(
-            f"vLLM server not healthy within {self.startup_timeout_s:.0f}s; "
-            f"log {self.log_path} ends:\n{log_tail(self.log_path)}"
-        )
+        raise ArmStartError(self._start_failure(f"vLLM server not healthy within {self.startup_timeout_s:.0f}s"))
+
+    def _start_failure(self, what: str) -> str:
+        cause = first_error(self.log_path, self._log_offset)
+        return f"{what}{f': {cause}' if cause else ''}; log {self.log_path} ends:\n{log_tail(self.log_path)}"
 
     def stop(self) -> None:
         """SIGTERM to the whole group, SIGKILL after the grace period."""

@@ -83,7 +83,7 @@ def marked_processes(name: str, value: str, grace_s: float = 20.0) -> list[str]:
         time.sleep(1)
 
 
-BASELINE_ARM = {"name": "baseline", "method": "baseline"}
+BASELINE_ARM: dict[str, object] = {"name": "baseline", "method": "baseline"}
 NGRAM_ARM = {"name": "ngram", "method": "ngram", "k": [3], "prompt_lookup_min": 2, "prompt_lookup_max": 5}
 
 

@@ -203,3 +203,12 @@ def test_a_folder_that_is_not_a_model_fails_the_start_with_the_servers_own_error
                              fixture_models | {"fixture:target": str(broken)})
     assert "before becoming healthy" in message and str(tmp_path / "server.log") in message
     assert "Error" in message.split("ends:", 1)[1]
+
+
+def test_not_enough_memory_fails_the_start_with_the_servers_own_error(
+    config: SweepConfig, fixture_models: dict[str, str], tmp_path: Path, no_orphans: None
+) -> None:
+    """A KV cache larger than this machine's memory (vLLM checks before allocating it)."""
+    hungry = config.model_copy(update={"engine": config.engine.model_copy(update={"cpu_kvcache_space_gib": 4096})})
+    message = _never_healthy(hungry, fixture_models, tmp_path, free_port())
+    assert "before becoming healthy" in message and "less than requested memory for kv" in message

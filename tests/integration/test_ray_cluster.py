@@ -4,14 +4,17 @@ Prefect worker reaches KubeRay (the Ray client port, `RAY_ADDRESS=ray://...`) th
 sweep's own `ray_session`. Token authentication is off here (`RAY_AUTH_MODE=disabled`): Ray
 reads the mode once per process, and this driver shares its process with other tests.
 
-Arms are light remote functions with the sweep's own resource request (`arm_resources`)
-and its result shape (parsed by the sweep's `_report`): a vLLM arm per node would need two
-engines on two shared cores. Node B is then killed mid-run: with the sweep's retry setting
-the arm is retried on the head and finishes (a real arm's retry skips its stored cells).
+Placement and retry are first shown with light remote functions that carry the sweep's own
+resource request (`arm_resources`) and result shape (parsed by the sweep's `_report`): a
+vLLM arm per node would need two engines on two shared cores. Then a real sweep (the CLI,
+vLLM arms) runs on the cluster: its first arm is steered to node B (the head's arm slot is
+held), node B is killed while that arm's server is serving, and the sweep finishes with
+the arm retried on the head.
 
 Loopback only: Ray maps 127.0.0.1 to the machine's outward address, so the nodes
 advertise 127.0.0.2 and 127.0.0.3 (both loopback)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 import ray
@@ -32,6 +36,7 @@ from tasks.config import load_sweep_config
 from tasks.engine.ports import free_port
 from tasks.ray_arms import ARM_RESOURCE, ARM_RETRIES, _arm_task, _report, arm_resources, ray_session
 from tasks.sweep_plan import ArmWork
+from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, engine_processes, tiny_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -221,3 +226,87 @@ def test_a_lost_node_is_retried_on_the_head(cluster: Cluster, driver: dict[str, 
     assert _alive_nodes()[results[on_b]["node"]] == HEAD_IP
     reports = {arm: _report(_work(arm), ref) for arm, ref in refs.items()}
     assert all(report.error is None for report in reports.values())
+
+
+@ray.remote
+def hold_the_slot(started: str, release: str, timeout_s: float = 900.0) -> None:
+    """Occupies a node's arm slot until ``release`` exists."""
+    Path(started).touch()
+    deadline = time.monotonic() + timeout_s
+    while not Path(release).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _new_server_serving(before: set[int], sweep: subprocess.Popen[bytes], log: Path,
+                        timeout_s: float = 600.0) -> psutil.Process:
+    """The first vLLM API server not in ``before`` that has answered a request."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert sweep.poll() is None, f"the sweep ended early:\n{log.read_text(errors='replace')[-4000:]}"
+        for proc in engine_processes():
+            with suppress(psutil.Error, httpx.HTTPError, ValueError):
+                cmdline = proc.cmdline()
+                if proc.pid in before or "--port" not in cmdline:
+                    continue
+                port = cmdline[cmdline.index("--port") + 1]
+                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                if any(ln.startswith("vllm:request_success_total") and float(ln.rsplit(" ", 1)[1]) >= 1
+                       for ln in metrics.splitlines()):
+                    return proc
+        time.sleep(0.3)
+    raise AssertionError("no vLLM server came up and served")
+
+
+def _runs_under(proc: psutil.Process, node: Node) -> bool:
+    return node.process.pid in {p.pid for p in proc.parents()}
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_sweep_finishes_after_its_worker_node_is_lost(
+    cluster: Cluster, driver: dict[str, Any], tmp_path: Path, fixture_models: dict[str, str]
+) -> None:
+    assert cluster.head is not None and cluster.node_b is not None
+    head_id = next(node for node, ip in _alive_nodes().items() if ip == HEAD_IP)
+    started, release = tmp_path / "held", tmp_path / "release"
+    holder = hold_the_slot.options(  # type: ignore[attr-defined]
+        num_cpus=0, resources={ARM_RESOURCE: 1},
+        scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(head_id, soft=False),
+    ).remote(str(started), str(release))
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline, "the head's arm slot was not taken"
+        time.sleep(0.2)
+
+    config = tiny_sweep_config(tmp_path / "lost-node.yaml", "it-lost-node", [BASELINE_ARM, NGRAM_ARM],
+                               requests=8)
+    env = cluster.env | {"RAY_ADDRESS": cluster.client_address, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    log = tmp_path / "sweep.log"
+    before = {p.pid for p in engine_processes()}
+    with log.open("w") as out:
+        sweep = subprocess.Popen(
+            [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", str(config),
+             "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--results-dir", str(tmp_path / "results")],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        on_b = _new_server_serving(before, sweep, log)
+        assert _runs_under(on_b, cluster.node_b), "the first arm did not run on node B"
+        release.touch()
+        cluster.node_b.stop(signal.SIGKILL)  # mid-arm: the server on B has served, its cells are not all done
+        retried = _new_server_serving(before | {on_b.pid}, sweep, log)
+        assert _runs_under(retried, cluster.head), "the retried arm did not run on the head"
+        code = sweep.wait(timeout=900)
+    finally:
+        release.touch()
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    output = log.read_text(errors="replace")
+    assert code == 0, output[-4000:]
+    ray.get(holder, timeout=30)
+    sweep_id = output.split("sweep id: ", 1)[1].split()[0]
+    results = tmp_path / "results" / sweep_id
+    summary = json.loads((results / "summary.json").read_text())
+    cells = [json.loads(p.read_text()) for p in (results / "cells").glob("*.json")]
+    assert summary["cells_complete"] == len(cells) == 3  # the baseline at the start and the end, ngram k=3
+    assert all(cell["status"] == "ok" and cell["completed"] == 8 for cell in cells)

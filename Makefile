@@ -34,7 +34,7 @@ test-unit: install
 	$(BIN)/pytest -m "not integration"
 
 test: install browser lint fixtures
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=15
 
 demo: install
 	$(BIN)/specfleet demo

@@ -296,6 +296,7 @@ def test_a_sweep_finishes_after_its_worker_node_is_lost(
         cluster.node_b.stop(signal.SIGKILL)  # mid-arm: the server on B has served, its cells are not all done
         retried = _new_server_serving(before | {on_b.pid}, sweep, log)
         assert _runs_under(retried, cluster.head), "the retried arm did not run on the head"
+        assert "--speculative-config" not in retried.cmdline(), "the next server is not the baseline's retry"
         code = sweep.wait(timeout=900)
     finally:
         release.touch()

@@ -24,12 +24,14 @@ ENV PYTHONUNBUFFERED=1 \
     SPECFLEET_REPO=/opt/specfleet \
     SPECFLEET_PROMPTS_DIR=/opt/specfleet/configs/prompts \
     SPECFLEET_CONFIG=configs/llama70b-h200.yaml \
+    SPECFLEET_CACHE_DIR=/data/fixtures \
+    HF_HOME=/data/hf-cache \
     RAY_USAGE_STATS_ENABLED=0
 
 RUN groupadd --gid 10001 specfleet \
     && useradd --uid 10001 --gid 10001 --create-home --shell /bin/bash specfleet \
-    && mkdir -p /data/results ~specfleet/.cache/specfleet ~specfleet/.cache/huggingface \
-    && chown -R 10001:10001 /data ~specfleet/.cache
+    && mkdir -p /data/results /data/fixtures /data/hf-cache \
+    && chown -R 10001:10001 /data
 
 COPY --chown=specfleet:specfleet . /opt/specfleet
 WORKDIR /opt/specfleet

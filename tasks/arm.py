@@ -16,7 +16,7 @@ from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming, CellResult
 from specfleet.server_args import server_args, server_env
 from specfleet.stats.equivalence import stochastic_sample_size
-from tasks.cell import CellPlan, Endpoint, measure_cell
+from tasks.cell import SERVER_DIED, CellPlan, Endpoint, measure_cell
 from tasks.energy import EnergyWindow, find_counter
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
@@ -197,7 +197,6 @@ class _ArmRun:
 
 def _as_failed_with_log_tail(cell: CellResult, log_path: Path) -> CellResult:
     """A cell whose server is gone is failed (re-measured on resume), whenever in the cell it died."""
-    died = "the server died during the cell"
-    reasons = [*([] if died in cell.reasons else [died]), *cell.reasons,
+    reasons = [*([] if SERVER_DIED in cell.reasons else [SERVER_DIED]), *cell.reasons,
                f"server log {log_path} ends:\n{log_tail(log_path)}"]
     return cell.model_copy(update={"status": "failed", "reasons": reasons})

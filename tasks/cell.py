@@ -20,6 +20,8 @@ from tasks.energy import EnergyWindow
 from tasks.loadgen import Load, LoadResult, RequestSettings, records_to_frame, run_load
 from tasks.store import ResultsStore
 
+SERVER_DIED = "the server died during the cell"
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -110,7 +112,7 @@ async def measure_cell(
         after = await _scrape(client)
     server_failed = server_alive is not None and not server_alive()
     spec, spec_missing = _spec_decode(snapshots.get("before"), after)
-    reasons = ["the server died during the cell"] if server_failed else []
+    reasons = [SERVER_DIED] if server_failed else []
     lag = result.loop_lag.p99_ms
     saturated = client_saturation(lag, plan.client_lag_limit_ms)
     if saturated is not None:

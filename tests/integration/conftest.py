@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 import yaml
@@ -34,6 +35,21 @@ def fixture_models() -> dict[str, str]:
     paths = build_fixtures()
     return {"fixture:target": str(paths.target), "fixture:draft": str(paths.draft),
             "fixture:tokenizer": str(paths.tokenizer)}
+
+
+def new_server_serving(before: set[int], requests: int) -> psutil.Process | None:
+    """A vLLM API server not in ``before`` whose /metrics counts ``requests`` finished ones."""
+    for proc in engine_processes():
+        with contextlib.suppress(psutil.Error, httpx.HTTPError, ValueError):
+            cmdline = proc.cmdline()
+            if proc.pid in before or "--port" not in cmdline:
+                continue
+            port = cmdline[cmdline.index("--port") + 1]
+            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            done = [ln for ln in metrics.splitlines() if ln.startswith("vllm:request_success_total")]
+            if sum(float(ln.rsplit(" ", 1)[1]) for ln in done) >= requests:
+                return proc
+    return None
 
 
 def live_engine_pids() -> set[int]:

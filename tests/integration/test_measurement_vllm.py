@@ -1,7 +1,6 @@
 """Measurement on real vLLM CPU arms with the fixture models: acceptance, latency, accounting,
 equivalence, a server killed mid-cell, and no orphan processes."""
 
-import contextlib
 import json
 import os
 import signal
@@ -10,8 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
-import psutil
 import pytest
 
 from specfleet.contract import SweepConfig, arm_plans, cell_identities, parse_sweep_config
@@ -23,7 +20,7 @@ from tasks.engine.server import ArmServer, ArmStartError
 from tasks.loadgen import read_records_parquet
 from tasks.prompt_sets import load_prompt_class
 from tasks.store import ResultsStore
-from tests.integration.conftest import ROOT, engine_processes, live_engine_pids
+from tests.integration.conftest import ROOT, live_engine_pids, new_server_serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
@@ -127,17 +124,10 @@ def _kill_the_engine_after(requests: int, engines_before: set[int], timeout_s: f
     """SIGKILL the process group of the first new vLLM API server once it has served ``requests``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for proc in engine_processes():
-            with contextlib.suppress(psutil.Error, httpx.HTTPError, ValueError):
-                cmdline = proc.cmdline()
-                if proc.pid in engines_before or "--port" not in cmdline:
-                    continue
-                port = cmdline[cmdline.index("--port") + 1]
-                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-                done = [ln for ln in metrics.splitlines() if ln.startswith("vllm:request_success_total")]
-                if sum(float(ln.rsplit(" ", 1)[1]) for ln in done) >= requests:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    return
+        proc = new_server_serving(engines_before, requests)
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
         time.sleep(0.2)
 
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 import ray
@@ -36,7 +35,13 @@ from tasks.config import load_sweep_config
 from tasks.engine.ports import free_port
 from tasks.ray_arms import ARM_RESOURCE, ARM_RETRIES, _arm_task, _report, arm_resources, ray_session
 from tasks.sweep_plan import ArmWork
-from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, engine_processes, tiny_sweep_config
+from tests.integration.conftest import (
+    BASELINE_ARM,
+    NGRAM_ARM,
+    engine_processes,
+    new_server_serving,
+    tiny_sweep_config,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -243,16 +248,9 @@ def _new_server_serving(before: set[int], sweep: subprocess.Popen[bytes], log: P
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert sweep.poll() is None, f"the sweep ended early:\n{log.read_text(errors='replace')[-4000:]}"
-        for proc in engine_processes():
-            with suppress(psutil.Error, httpx.HTTPError, ValueError):
-                cmdline = proc.cmdline()
-                if proc.pid in before or "--port" not in cmdline:
-                    continue
-                port = cmdline[cmdline.index("--port") + 1]
-                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-                if any(ln.startswith("vllm:request_success_total") and float(ln.rsplit(" ", 1)[1]) >= 1
-                       for ln in metrics.splitlines()):
-                    return proc
+        proc = new_server_serving(before, requests=1)
+        if proc is not None:
+            return proc
         time.sleep(0.3)
     raise AssertionError("no vLLM server came up and served")
 

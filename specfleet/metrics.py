@@ -6,7 +6,10 @@ Series, all in milliseconds, over successful requests only (see measurement.md):
 - E2E: send -> last content-bearing chunk (a trailing usage-only chunk does not count).
 - TPOT: (E2E - TTFT) / (output tokens - 1), for requests with more than one output token.
 - ITL per chunk: every gap between consecutive content-bearing chunks, pooled over
-  requests (vLLM's ITL). Under speculation one chunk carries up to k+1 tokens.
+  requests (vLLM's ITL). Under speculation one chunk carries up to k+1 tokens. Chunks
+  that reach the client in one network read share one arrival stamp, so a gap of 0 ms
+  is a real observation (the reader saw them at once), and on a busy host the median
+  gap can be 0.
 - ITL per token: each chunk gap spread evenly over the tokens its chunk carried.
 
 Failed requests are never dropped: they count as planned-but-not-completed, lower

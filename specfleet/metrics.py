@@ -121,6 +121,14 @@ def itl_per_token_series_ms(records: Iterable[RequestRecord]) -> list[float]:
     return [gap / NS_PER_MS for r in _successful(records) for gap in r.itl_per_token_ns]
 
 
+def chunks_read_together_fraction(records: Iterable[RequestRecord]) -> float | None:
+    """Share of chunk gaps that are 0 ns: chunks the client got in one network read. A high
+    share means the reader (or the host it shares with the server) fell behind, and ITL per
+    chunk reads low; None without gaps."""
+    gaps = [gap for r in _successful(records) for gap in r.itl_per_chunk_ns]
+    return sum(1 for gap in gaps if gap == 0) / len(gaps) if gaps else None
+
+
 # --- SLO and throughput -----------------------------------------------------------
 
 def request_itl_ms(record: RequestRecord, statistic: ItlStatistic, percentile: float) -> float | None:
@@ -286,6 +294,7 @@ def assemble_cell(
         ttft_ms=summarize(ttft_series_ms(records)),
         itl_per_chunk_ms=summarize(itl_per_chunk_series_ms(records)),
         itl_per_token_ms=summarize(itl_per_token_series_ms(records)),
+        chunks_read_together_fraction=chunks_read_together_fraction(records),
         tpot_ms=summarize(tpot_series_ms(records)),
         e2e_ms=summarize(e2e_series_ms(records)),
         throughput=rates,

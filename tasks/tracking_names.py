@@ -114,6 +114,7 @@ def cell_metrics(cell: CellResult) -> dict[str, float]:
     _put(out, "energy_j", cell.energy.joules)
     _put(out, "j_per_qualified_token", cell.energy.j_per_qualified_token)
     _put(out, "client_lag_p99_ms", cell.client_lag_p99_ms)
+    _put(out, "chunks_read_together_fraction", cell.chunks_read_together_fraction)
     return out
 
 

@@ -93,6 +93,10 @@ class CellResult(RecordModel):
     ttft_ms: DistributionSummary
     itl_per_chunk_ms: DistributionSummary
     itl_per_token_ms: DistributionSummary
+    chunks_read_together_fraction: float | None = Field(
+        None, description="Share of chunk gaps that are 0 ms (chunks the client got in one read); high means "
+        "ITL per chunk reads low. None without gaps, or in cells stored before it was recorded."
+    )
     tpot_ms: DistributionSummary
     e2e_ms: DistributionSummary
     throughput: Throughput

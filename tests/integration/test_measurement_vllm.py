@@ -95,7 +95,7 @@ def test_acceptance_counters_moved_and_are_consistent(outcomes: tuple[dict[str, 
 
 
 def test_latencies_and_token_accounting(outcomes: tuple[dict[str, ArmOutcome], ResultsStore]) -> None:
-    arms, _ = outcomes
+    arms, store = outcomes
     for outcome in arms.values():
         cell = outcome.cells[0]
         assert cell.completed == 8 and cell.failed == 0
@@ -107,6 +107,9 @@ def test_latencies_and_token_accounting(outcomes: tuple[dict[str, ArmOutcome], R
         for series in (cell.ttft_ms, cell.e2e_ms, cell.tpot_ms):
             assert series.p50 is not None and series.p50.value > 0
         assert cell.itl_per_chunk_ms.mean is not None and cell.itl_per_chunk_ms.mean > 0
+        gaps = [gap for r in read_records_parquet(store.records_path(cell.key)) for gap in r.itl_per_chunk_ns]
+        assert len(gaps) == cell.itl_per_chunk_ms.count
+        assert cell.chunks_read_together_fraction == sum(1 for gap in gaps if gap == 0) / len(gaps)
         assert cell.kv_cache is not None and cell.kv_cache.kv_cache_size_tokens
         assert cell.energy.source in {"none", "nvml", "rapl"}
         if cell.energy.source == "none":

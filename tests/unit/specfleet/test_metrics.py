@@ -12,6 +12,7 @@ from specfleet.metrics import (
     TRAILING_TOKENS_KEY,
     accounting_problems,
     assemble_cell,
+    chunks_read_together_fraction,
     e2e_series_ms,
     itl_per_chunk_series_ms,
     itl_per_token_series_ms,
@@ -73,6 +74,19 @@ def test_itl_per_chunk_vs_per_token_with_multi_token_chunks() -> None:
     assert itl_per_chunk_series_ms(records) == [20.0, 30.0, 4.0]
     # 20 ms over 2 tokens, 30 ms over 3 tokens: the rate view
     assert itl_per_token_series_ms(records) == [10.0, 10.0, 10.0, 10.0, 10.0, 4.0]
+
+
+def test_chunks_read_together_are_zero_gaps_and_counted() -> None:
+    """Two chunks stamped by one network read give a 0 ms gap; the cell says what share."""
+    records = [create_record(100, [(110, 1), (130, 2), (130, 1), (160, 1)]),
+               create_record(0, [(5, 1), (5, 1)]),
+               create_record(0, [(5, 1), (9, 1)], error="HTTP 500")]
+    assert itl_per_chunk_series_ms(records) == [20.0, 0.0, 30.0, 0.0]
+    assert chunks_read_together_fraction(records) == 0.5
+    assert chunks_read_together_fraction([create_record(100, [(125, 1)])]) is None
+    cell = assemble_cell(IDENTITY, "k", records[:2], slo=SLO, duration_s=1.0, requests_planned=2,
+                         ignore_eos=True, max_error_fraction=0.0, energy=NO_ENERGY)
+    assert cell.chunks_read_together_fraction == 0.5 and cell.itl_per_chunk_ms.p50 is not None
 
 
 def test_single_token_request_has_ttft_but_no_tpot_or_itl() -> None:

@@ -2,8 +2,6 @@
 
 import contextlib
 import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,18 +67,6 @@ def no_orphans() -> Iterator[None]:
     yield
     left = live_engine_pids() - before
     assert not left, f"orphan engine processes: {sorted(left)}"
-
-
-def stop_group(process: "subprocess.Popen[bytes]", grace_s: float = 15.0) -> None:
-    """SIGTERM a service's process group, SIGKILL it after the grace period."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def marked_processes(name: str, value: str, grace_s: float = 20.0) -> list[str]:

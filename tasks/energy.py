@@ -85,10 +85,10 @@ def rapl_counter(root: Path = RAPL_ROOT) -> tuple[RaplCounter | None, str]:
         return None, f"RAPL not readable ({type(err).__name__})"
 
 
-def find_counter(prefer_gpu: bool = True) -> tuple[EnergyCounter | None, str]:
+def find_counter(prefer_gpu: bool = True, rapl_root: Path = RAPL_ROOT) -> tuple[EnergyCounter | None, str]:
     """The first counter that reads, and the reasons the others did not."""
     reasons = []
-    finders = (nvml_counter, rapl_counter) if prefer_gpu else (rapl_counter,)
+    finders = (nvml_counter, lambda: rapl_counter(rapl_root)) if prefer_gpu else (lambda: rapl_counter(rapl_root),)
     for finder in finders:
         counter, reason = finder()
         if counter is not None:

@@ -74,6 +74,13 @@ def log_tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def start_failure(what: str, log_path: Path, offset: int) -> str:
+    """Why a start failed: what was seen, vLLM's first error in this start's part of the log
+    (from byte ``offset``), and the log's tail."""
+    cause = first_error(log_path, offset)
+    return f"{what}{f': {cause}' if cause else ''}; log {log_path} ends:\n{log_tail(log_path)}"
+
+
 class ArmServer:
     """``with ArmServer(...) as server:`` starts, waits for /health, and always stops."""
 
@@ -152,20 +159,16 @@ class ArmServer:
                 assert self.process is not None
                 code = self.process.poll()
                 if code is not None:
-                    raise ArmStartError(
-                        self._start_failure(f"vLLM server exited with code {code} before becoming healthy")
-                    )
+                    raise ArmStartError(start_failure(
+                        f"vLLM server exited with code {code} before becoming healthy", self.log_path, self._log_offset))
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.5)
-        raise ArmStartError(self._start_failure(f"vLLM server not healthy within {self.startup_timeout_s:.0f}s"))
-
-    def _start_failure(self, what: str) -> str:
-        cause = first_error(self.log_path, self._log_offset)
-        return f"{what}{f': {cause}' if cause else ''}; log {self.log_path} ends:\n{log_tail(self.log_path)}"
+        raise ArmStartError(start_failure(f"vLLM server not healthy within {self.startup_timeout_s:.0f}s",
+                                          self.log_path, self._log_offset))
 
     def stop(self) -> None:
         """SIGTERM to the whole group, SIGKILL after the grace period."""

@@ -184,12 +184,15 @@ async def _open_loop(send: Send, offsets_ns: list[int], stop_when: StopWhen | No
             for r, offset_ns in zip(records, offsets_ns[:len(records)], strict=True)]
 
 
-async def _tick(tick_ms: float, lags_ns: list[int], stop: asyncio.Event) -> None:
+async def _tick(tick_ms: float, lags_ns: list[int], stop: asyncio.Event,
+                clock_ns: Callable[[], int] = time.perf_counter_ns) -> None:
+    """Sleep one tick at a time and record how late each wake came (``clock_ns`` is the
+    clock the lateness is read on)."""
     tick_ns = int(tick_ms * NS_PER_MS)
     while not stop.is_set():
-        due_ns = time.perf_counter_ns() + tick_ns
+        due_ns = clock_ns() + tick_ns
         await asyncio.sleep(tick_ms / 1000.0)
-        lags_ns.append(max(0, time.perf_counter_ns() - due_ns))
+        lags_ns.append(max(0, clock_ns() - due_ns))
 
 
 def _lag(lags_ns: list[int]) -> LoopLag:

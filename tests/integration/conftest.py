@@ -1,29 +1,31 @@
-"""Shared fixtures for tests that start real services: the fixture models and a demo-derived config."""
+"""Shared fixtures for tests that start real services. What many tests only read is started once
+per session: the fixture models, one Prefect server, one S3 and MLflow tracking server, a healthy
+vLLM server per arm kind (baseline, draft, ngram) for tests that send requests to an idle
+server, and the reference sweep. A test that changes a server or a service gets its own."""
 
-import contextlib
-import os
-import time
-from collections.abc import Iterator
-from pathlib import Path
+import shutil
+from collections.abc import Callable, Iterator
 
-import httpx
-import psutil
 import pytest
-import yaml
 
-from specfleet.server_args import SERVER_MODULE
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def engine_processes() -> list[psutil.Process]:
-    """Every vLLM API server or engine core process on this machine."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "name"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if SERVER_MODULE in cmdline or (proc.info["name"] or "").startswith(("VLLM::", "EngineCore")):
-            found.append(proc)
-    return found
+from specfleet.contract import arm_plans, parse_sweep_config
+from specfleet.server_args import server_args, server_env
+from tasks.arm import SERVED_MODEL_NAME
+from tasks.engine.ports import free_port
+from tasks.engine.server import ArmServer
+from tests.integration.processes import live_engine_pids, marked_processes
+from tests.integration.reference import (
+    ARTIFACTS_BUCKET,
+    KEY_ENV,
+    KEY_VALUE,
+    RESULTS_BUCKET,
+    ReferenceSweep,
+    Tracking,
+    reference_config,
+)
+from tests.integration.s3_server import S3Server, seaweed_s3
+from tests.integration.services import PrefectServer, mlflow_server, prefect_server
+from tests.integration.sweep_configs import ROOT, fast_start
 
 
 @pytest.fixture(scope="session")
@@ -35,31 +37,6 @@ def fixture_models() -> dict[str, str]:
             "fixture:tokenizer": str(paths.tokenizer)}
 
 
-def new_server_serving(before: set[int], requests: int) -> psutil.Process | None:
-    """A vLLM API server not in ``before`` whose /metrics counts ``requests`` finished ones."""
-    for proc in engine_processes():
-        with contextlib.suppress(psutil.Error, httpx.HTTPError, ValueError):
-            cmdline = proc.cmdline()
-            if proc.pid in before or "--port" not in cmdline:
-                continue
-            port = cmdline[cmdline.index("--port") + 1]
-            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
-            done = [ln for ln in metrics.splitlines() if ln.startswith("vllm:request_success_total")]
-            if sum(float(ln.rsplit(" ", 1)[1]) for ln in done) >= requests:
-                return proc
-    return None
-
-
-def live_engine_pids() -> set[int]:
-    """Engine processes still alive (zombies left for init to reap are dead and hold nothing)."""
-    pids = set()
-    for proc in engine_processes():
-        with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                pids.add(proc.pid)
-    return pids
-
-
 @pytest.fixture
 def no_orphans() -> Iterator[None]:
     """Fails the test if it leaves a vLLM process behind."""
@@ -69,35 +46,92 @@ def no_orphans() -> Iterator[None]:
     assert not left, f"orphan engine processes: {sorted(left)}"
 
 
-def marked_processes(name: str, value: str, grace_s: float = 20.0) -> list[str]:
-    """Live processes whose environment has ``name=value`` (what one test started: Ray's
-    processes, vLLM servers), after waiting up to ``grace_s`` for them to end."""
-    deadline = time.monotonic() + grace_s
-    while True:
-        left = []
-        for proc in psutil.process_iter(["name", "status"]):
-            with contextlib.suppress(psutil.Error):
-                if (proc.pid != os.getpid() and proc.info["status"] != psutil.STATUS_ZOMBIE
-                        and proc.environ().get(name) == value):
-                    left.append(f"{proc.pid} {proc.info['name']}")
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(1)
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    """One real Prefect server for the session: this process's flows (through Prefect's settings)
+    and every CLI process a test starts (through ``PrefectServer.env``) report to it."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with prefect_server(tmp_path_factory.mktemp("prefect-home")) as server, \
+            temporary_settings({PREFECT_API_URL: server.api_url}):
+        yield server
 
 
-BASELINE_ARM: dict[str, object] = {"name": "baseline", "method": "baseline"}
-NGRAM_ARM = {"name": "ngram", "method": "ngram", "k": [3], "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One real S3 (SeaweedFS) for the session, with the MLflow artifacts and results buckets."""
+    with seaweed_s3(tmp_path_factory.mktemp("weed")) as server:
+        client = Tracking("", server, ROOT).bucket()
+        for bucket in (ARTIFACTS_BUCKET, RESULTS_BUCKET):
+            client.create_bucket(Bucket=bucket)
+        yield server
 
 
-def tiny_sweep_config(path: Path, name: str, arms: list[dict[str, object]], requests: int = 4,
-                      warmup: int = 0, max_tokens: int = 16, **sections: object) -> Path:
-    """The demo config cut to one prompt class at concurrency 1 and greedy probes only (no
-    stochastic one), for sweeps in tests; ``sections`` replace whole top-level sections."""
-    data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
-    data |= {"name": name, "arms": arms,
-             "prompt_classes": [{"name": "code", "max_output_tokens": max_tokens}],
-             "equivalence": {"prompt_class": "code", "prompts": 2, "greedy_max_tokens": 8}}
-    data["load"] |= {"concurrency": [1], "requests_per_cell": requests, "warmup_requests": warmup}
-    data |= sections
-    path.write_text(yaml.safe_dump(data))
-    return path
+@pytest.fixture(scope="session")
+def tracking(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tracking]:
+    """One real MLflow tracking server for the session (SQLite), artifacts proxied to the S3."""
+    root = tmp_path_factory.mktemp("mlflow")
+    env = s3.env | {"MLFLOW_S3_ENDPOINT_URL": s3.endpoint_url}
+    with mlflow_server(root, f"s3://{ARTIFACTS_BUCKET}/artifacts", env) as uri:
+        yield Tracking(uri, s3, root)
+
+
+IDLE_CONFIG = """
+name: idle-servers
+models: {target: {path: "fixture:target", dtype: float32}, draft: {path: "fixture:draft", dtype: float32}}
+engine: {max_model_len: 1024, max_num_seqs: 8, cpu_kvcache_space_gib: 1, startup_timeout_s: 400,
+         env: {VLLM_USE_V2_MODEL_RUNNER: "0"}}
+arms:
+  - {name: baseline, method: baseline}
+  - {name: draft, method: draft_model, k: [3]}
+  - {name: ngram, method: ngram, k: [3], prompt_lookup_min: 2, prompt_lookup_max: 5}
+load: {concurrency: [1], requests_per_cell: 1}
+prompt_classes: [{name: code, max_output_tokens: 32}]
+slo: {ttft_ms: 60000, itl_ms: 60000}
+hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 100}
+"""
+
+
+@pytest.fixture(scope="session")
+def idle_server(fixture_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[Callable[[str], ArmServer]]:
+    """``idle_server(kind)`` for kind baseline, draft or ngram (k=3): a healthy vLLM server on
+    the fixture models, started the first time a test asks for it and shared for the session,
+    with the sweep's own server arguments (served as ``SERVED_MODEL_NAME``)."""
+    config = parse_sweep_config(IDLE_CONFIG, "idle-servers")
+    engine = fast_start(config.engine)
+    arms = {arm.arm.split("-")[0]: arm for arm in arm_plans(config)}
+    logs = tmp_path_factory.mktemp("idle-servers")
+    started: dict[str, ArmServer] = {}
+
+    def get(kind: str) -> ArmServer:
+        if kind not in started:
+            arm, port = arms[kind], free_port()
+            args = server_args(engine, config.models.target, arm, fixture_models, port, SERVED_MODEL_NAME)
+            server = ArmServer(args, server_env(engine, arm), "127.0.0.1", port, logs / f"{kind}.log",
+                               engine.startup_timeout_s)
+            server.start()
+            started[kind] = server
+        return started[kind]
+
+    try:
+        yield get
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def reference(prefect_api: PrefectServer, tracking: Tracking, fixture_models: dict[str, str],
+              tmp_path_factory: pytest.TempPathFactory) -> ReferenceSweep:
+    """The reference sweep (``tests/integration/reference.py``), run once for the session."""
+    root = tmp_path_factory.mktemp("reference")
+    draft = root / "draft"
+    shutil.copytree(fixture_models["fixture:draft"], draft)
+    run = ReferenceSweep(root, reference_config(root, draft), tracking, prefect_api)
+    engines_before = live_engine_pids()
+    code, run.output = run.cli("sweep", str(run.config))
+    assert code == 0, run.output[-4000:]
+    assert marked_processes(KEY_ENV, KEY_VALUE) == []  # Ray shut down, every server stopped
+    assert not live_engine_pids() - engines_before
+    return run

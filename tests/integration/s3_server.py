@@ -31,6 +31,9 @@ def seaweed_s3(data_dir: Path, startup_timeout_s: float = 60.0) -> Iterator[S3Se
     ports = {name: free_port() for name in names}
     args = [
         weed, "server", f"-dir={data_dir}", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        # Each bucket grows 7 volumes on its first write; the default limit of 8 leaves a second
+        # bucket none. Small volumes, since tests write a few MB.
+        "-volume.max=64", "-master.volumeSizeLimitMB=256",
         f"-master.port={ports['master']}", f"-volume.port={ports['volume']}",
         f"-filer.port={ports['filer']}", f"-s3.port={ports['s3']}",
         *(f"-{name.replace('.grpc', '.port.grpc')}={ports[name]}" for name in names if name.endswith(".grpc")),

@@ -1,4 +1,4 @@
-"""Real services the integration tests start on loopback (MLflow, Prefect, SeaweedFS S3): each
+"""Real services the integration tests start on loopback (MLflow, Prefect; SeaweedFS S3 in s3_server.py): each
 runs in its own process group with its output in a log file, is waited on until it answers,
 and is stopped (SIGTERM, then SIGKILL) however the test ends."""
 
@@ -6,13 +6,18 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from tasks.engine.ports import free_port
 from tasks.engine.server import log_tail
+
+BIN = Path(sys.executable).parent
 
 
 def stop_group(process: "subprocess.Popen[bytes]", grace_s: float = 15.0) -> None:
@@ -61,3 +66,49 @@ def answers_http(url: str) -> Callable[[], bool]:
         except httpx.HTTPError:
             return False
     return check
+
+
+@dataclass(frozen=True)
+class PrefectServer:
+    """A running ``prefect server``: its API URL and the environment a client process needs."""
+
+    api_url: str
+    env: dict[str, str]
+
+
+def prefect_env(home: Path, api_url: str) -> dict[str, str]:
+    """This process's environment with every Prefect setting replaced by the given server's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return env | {"PREFECT_HOME": str(home), "PREFECT_API_URL": api_url, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                  "PREFECT_CLI_PROMPT": "false"}
+
+
+@contextlib.contextmanager
+def prefect_server(home: Path) -> Iterator[PrefectServer]:
+    """A real Prefect server on loopback over SQLite in ``home``. No scheduler: flow runs come
+    only from a caller or an automation's trigger, never from a deployment's schedule."""
+    port = free_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    env = prefect_env(home, api_url)
+    log = home / "server.log"
+    argv = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
+            "--no-scheduler", "--analytics-off"]
+    with service(argv, log, env=env) as process:
+        wait_until_ready(answers_http(f"{api_url}/health"), process, log, "prefect server")
+        yield PrefectServer(api_url, env)
+
+
+@contextlib.contextmanager
+def mlflow_server(root: Path, artifacts: str, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """A real ``mlflow server`` on loopback over SQLite in ``root``, proxying artifacts to
+    ``artifacts`` (a folder or an ``s3://`` URL); yields its tracking URI once it answers."""
+    port = free_port()
+    argv = [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination", artifacts, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    server_env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_"))} | dict(env or {})
+    server_env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"  # no background job workers: 2 shared cores
+    log = root / "mlflow.log"
+    with service(argv, log, env=server_env, cwd=root) as process:
+        uri = f"http://127.0.0.1:{port}"
+        wait_until_ready(answers_http(f"{uri}/health"), process, log, "mlflow server")
+        yield uri

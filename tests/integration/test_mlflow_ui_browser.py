@@ -1,7 +1,7 @@
 """The MLflow UI shows a sweep's cell runs with acceptance and latency columns, in a real
-browser: a real ``mlflow server`` on loopback over SQLite, runs logged by the sweep's own
-tracking tasks, headless Chromium reading the rendered DOM; and ``specfleet report`` attaches
-its files to the sweep's parent run through that server.
+browser: the session's real ``mlflow server`` on loopback over SQLite (artifacts in its S3),
+runs logged by the sweep's own tracking tasks, headless Chromium reading the rendered DOM;
+and ``specfleet report`` attaches its files to the sweep's parent run through that server.
 
 The runs table nests child runs under a collapsed parent and shows no metric columns by
 default. A shared view (experiment tag ``mlflow.sharedViewState.<key>``, opened with
@@ -11,10 +11,7 @@ default. A shared view (experiment tag ``mlflow.sharedViewState.<key>``, opened 
 import json
 import shutil
 import subprocess
-import sys
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -24,10 +21,9 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from cli.report import report
-from tasks.engine.ports import free_port
 from tasks.sweep_plan import plan_sweep
 from tasks.tracking import log_cell_runs, open_sweep_run
-from tests.integration.services import answers_http, service, wait_until_ready
+from tests.integration.reference import Tracking
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -38,29 +34,7 @@ CHROMIUM = shutil.which("chromium")
 COLUMNS = ("acceptance_rate", "ttft_ms_p95", "itl_ms_p95")
 VIEW_KEY = "specfleet-cells"
 NAME = "attributes.`Run Name`"
-SERVER_START_S = 90.0
 VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-@dataclass
-class Server:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def wait_ready(self) -> None:
-        wait_until_ready(answers_http(f"{self.url}/health"), self.process, self.log, "mlflow server", SERVER_START_S)
-
-
-@pytest.fixture
-def mlflow_server(tmp_path: Path) -> Iterator[Server]:
-    """Started first, so it migrates its database while the test builds the sweep."""
-    port, log = free_port(), tmp_path / "mlflow-server.log"
-    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-            "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "1"]
-    with service(argv, log, cwd=tmp_path) as process:
-        yield Server(f"http://127.0.0.1:{port}", process, log)
 
 
 class GridCells(HTMLParser):
@@ -99,13 +73,12 @@ def _chromium(profile: Path, url: str, *mode: str) -> subprocess.CompletedProces
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)")
 def test_cell_runs_listed_with_acceptance_and_latency_columns(
-        mlflow_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tracking: Tracking, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     write_config(tmp_path)
     plan = plan_sweep.fn(tmp_path / "sweep.yaml", None, tmp_path / "results")
     cells = [store_cell(plan.store, plan.config, ident, key, records(gap_ms=5)) for key, ident in plan.cells.items()]
-    mlflow_server.wait_ready()
-    uri = mlflow_server.url
+    uri = tracking.uri
     parent = open_sweep_run.fn(uri, plan.config, plan.sweep_id, plan.fingerprint)
     assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == len(cells)
     client = MlflowClient(uri)

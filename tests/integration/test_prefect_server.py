@@ -1,14 +1,11 @@
-"""A real Prefect server (SQLite in a temporary PREFECT_HOME, loopback, a free port): the
-deployments of infra/prefect/prefect.yaml are created with `prefect deploy`, and the
+"""The session's real Prefect server (SQLite in a temporary PREFECT_HOME, loopback, a free port,
+no scheduler): the deployments of infra/prefect/prefect.yaml are created with `prefect deploy`, and the
 `specfleet.fingerprint.changed` event that flows/revalidate.py emits makes the nightly-sweep
 trigger create a flow run. No worker runs, so the sweep itself never executes."""
 
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,44 +13,17 @@ import pytest
 import yaml
 
 from flows.revalidate import EVENT
-from tasks.engine.ports import free_port
-from tests.integration.services import answers_http, service, wait_until_ready
+from tests.integration.services import BIN, PrefectServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT_FILE = ROOT / "infra" / "prefect" / "prefect.yaml"
-BIN = Path(sys.executable).parent
-
-
-@dataclass(frozen=True)
-class PrefectServer:
-    api_url: str
-    env: dict[str, str]
-
-
-def _env(home: Path, api_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    return env | {"PREFECT_HOME": str(home), "PREFECT_API_URL": api_url, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                  "PREFECT_CLI_PROMPT": "false", "SPECFLEET_REPO": str(ROOT)}
-
-
-@pytest.fixture(scope="module")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    api_url = f"http://127.0.0.1:{port}/api"
-    env = _env(home, api_url)
-    log = home / "server.log"
-    argv = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui",
-            "--no-scheduler", "--analytics-off"]  # no scheduler: only the trigger can create a run
-    with service(argv, log, env=env) as process:
-        wait_until_ready(answers_http(f"{api_url}/health"), process, log, "prefect server")
-        yield PrefectServer(api_url, env)
 
 
 def _prefect(server: PrefectServer, *args: str) -> str:
-    result = subprocess.run([str(BIN / "prefect"), "--no-prompt", *args], cwd=ROOT, env=server.env,
+    env = server.env | {"SPECFLEET_REPO": str(ROOT)}
+    result = subprocess.run([str(BIN / "prefect"), "--no-prompt", *args], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
@@ -111,16 +81,16 @@ def _nightly() -> dict[str, Any]:
     return found
 
 
-def test_deploy_then_the_fingerprint_event_creates_a_sweep_run(prefect_server: PrefectServer) -> None:
+def test_deploy_then_the_fingerprint_event_creates_a_sweep_run(prefect_api: PrefectServer) -> None:
     nightly = _nightly()
     pool = nightly["work_pool"]["name"]
-    _prefect(prefect_server, "work-pool", "create", pool, "--type", "process")
-    out = _prefect(prefect_server, "deploy", "--prefect-file", str(PREFECT_FILE.relative_to(ROOT)), "--all")
+    _prefect(prefect_api, "work-pool", "create", pool, "--type", "process")
+    out = _prefect(prefect_api, "deploy", "--prefect-file", str(PREFECT_FILE.relative_to(ROOT)), "--all")
     assert "specfleet-sweep/nightly-sweep" in out and "specfleet-revalidate/revalidate-watch" in out
 
     (trigger,) = nightly["triggers"]
     assert trigger["expect"] == [EVENT]
-    seen = _emit_and_wait(prefect_server, trigger["match"]["prefect.resource.id"], wait_s=60)
+    seen = _emit_and_wait(prefect_api, trigger["match"]["prefect.resource.id"], wait_s=60)
     run = seen["run"]
     assert seen["before"] == 0 and run is not None, "no flow run of the sweep deployment within 60 s of the event"
     assert run["deployment_id"] == seen["deployment_id"] and seen["after"] == 1
@@ -129,7 +99,7 @@ def test_deploy_then_the_fingerprint_event_creates_a_sweep_run(prefect_server: P
     assert run["state"] == "SCHEDULED"  # created, never executed: no worker polls the pool
 
 
-def test_another_configs_event_creates_no_run(prefect_server: PrefectServer) -> None:
+def test_another_configs_event_creates_no_run(prefect_api: PrefectServer) -> None:
     """Runs after the deploy above (module order): the trigger matches its config only."""
-    seen = _emit_and_wait(prefect_server, "specfleet.config.some-other-config", wait_s=10)
+    seen = _emit_and_wait(prefect_api, "specfleet.config.some-other-config", wait_s=10)
     assert seen["run"] is None and seen["after"] == seen["before"] == 1

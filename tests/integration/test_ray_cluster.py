@@ -35,13 +35,9 @@ from tasks.config import load_sweep_config
 from tasks.engine.ports import free_port
 from tasks.ray_arms import ARM_RESOURCE, ARM_RETRIES, _arm_task, _report, arm_resources, ray_session
 from tasks.sweep_plan import ArmWork
-from tests.integration.conftest import (
-    BASELINE_ARM,
-    NGRAM_ARM,
-    engine_processes,
-    new_server_serving,
-    tiny_sweep_config,
-)
+from tests.integration.processes import engine_processes, new_server_serving
+from tests.integration.services import PrefectServer
+from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, tiny_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -263,7 +259,8 @@ def _runs_under(proc: psutil.Process, node: Node) -> bool:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_sweep_finishes_after_its_worker_node_is_lost(
-    cluster: Cluster, driver: dict[str, Any], tmp_path: Path, fixture_models: dict[str, str]
+    cluster: Cluster, driver: dict[str, Any], tmp_path: Path, fixture_models: dict[str, str],
+    prefect_api: PrefectServer,
 ) -> None:
     assert cluster.head is not None and cluster.node_b is not None
     head_id = next(node for node, ip in _alive_nodes().items() if ip == HEAD_IP)
@@ -279,7 +276,8 @@ def test_a_sweep_finishes_after_its_worker_node_is_lost(
 
     config = tiny_sweep_config(tmp_path / "lost-node.yaml", "it-lost-node", [BASELINE_ARM, NGRAM_ARM],
                                requests=8)
-    env = cluster.env | {"RAY_ADDRESS": cluster.client_address, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env = cluster.env | {"RAY_ADDRESS": cluster.client_address, "PREFECT_HOME": str(tmp_path / "prefect-home"),
+                         "PREFECT_API_URL": prefect_api.api_url}
     log = tmp_path / "sweep.log"
     before = {p.pid for p in engine_processes()}
     with log.open("w") as out:

@@ -1,6 +1,6 @@
-"""The results store mirrored to a real S3 server: a fresh machine resumes from the bucket."""
+"""The results store mirrored to a real S3 server (the session's SeaweedFS, its ``results``
+bucket): a fresh machine resumes from the bucket."""
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -9,19 +9,9 @@ import pytest
 from specfleet.contract import CellIdentity
 from specfleet.results import CellResult, DistributionSummary, EnergyReading, Throughput
 from tasks.store import ResultsStore
-from tests.integration.s3_server import S3Server, seaweed_s3
+from tests.integration.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    with seaweed_s3(tmp_path_factory.mktemp("weed")) as server:
-        client = boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1",
-                              aws_access_key_id=server.env["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=server.env["AWS_SECRET_ACCESS_KEY"])
-        client.create_bucket(Bucket="results")
-        yield server
 
 
 @pytest.fixture

@@ -1,17 +1,17 @@
 """A sweep that is killed, interrupted and cut off from MLflow, as a night can go wrong:
 
 1. the orchestrator is SIGKILLed after its first cell (no handler runs): what finished is
-   intact, nothing is half-written, and no Ray or vLLM process outlives it (Prefect's
-   embedded API server does: see ``stop_prefects_temporary_server``);
+   intact, nothing is half-written, and no Ray or vLLM process outlives it;
 2. ``--resume`` measures only what is missing and is interrupted with Ctrl-C (SIGINT):
    exit 130, servers stopped, partial results kept;
 3. ``--resume`` finishes the rest without re-measuring anything, all the while with the
    MLflow server down: the results dir holds everything, and the summary says how to sync;
 4. ``specfleet sync`` logs the sweep to MLflow once it is back (here: a SQLite store).
 
-Every process the sweep starts carries a marker variable, so the test finds exactly its own."""
+The night's commands report to the session's Prefect server, as a scheduled sweep does; the
+sweep whose servers never start uses Prefect's embedded server, as ``make demo`` does. Every
+process a sweep starts carries a marker variable, so the test finds exactly its own."""
 
-import contextlib
 import json
 import os
 import signal
@@ -22,19 +22,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
 from mlflow import MlflowClient
 
 from tasks.engine.ports import free_port
-from tests.integration.conftest import BASELINE_ARM, NGRAM_ARM, marked_processes, tiny_sweep_config
+from tests.integration.processes import marked_processes
+from tests.integration.services import PrefectServer
+from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, tiny_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER, MARKER_VALUE = "SPECFLEET_IT_FAULTS", "faults-7c1e"
-PREFECT_TEMPORARY_SERVER = "prefect.server.api.server:create_app"
 CELLS = 3  # the baseline at the start, ngram k=3, the baseline again at the end
 
 
@@ -46,23 +46,12 @@ def left_running() -> list[str]:
     return marked_processes(MARKER, MARKER_VALUE, grace_s=60.0)
 
 
-def stop_prefects_temporary_server() -> None:
-    """Prefect's embedded API runs in a subprocess that only an exit handler stops, so it
-    outlives a SIGKILLed orchestrator (a known limit of Prefect's embedded mode; with a
-    Prefect server there is none). It holds no accelerator; stop it so the check below
-    sees what matters: Ray and vLLM."""
-    for proc in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            if (proc.environ().get(MARKER) == MARKER_VALUE
-                    and PREFECT_TEMPORARY_SERVER in " ".join(proc.info["cmdline"] or [])):
-                proc.kill()
-
-
 @dataclass
 class Night:
     root: Path
     config: Path
     down_uri: str
+    prefect: PrefectServer | None
     sweep_id: str = ""
 
     @property
@@ -73,6 +62,8 @@ class Night:
         """The CLI in its own process, its output in a file (a pipe nobody reads would block it)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_", "RAY_"))}
         env |= {MARKER: MARKER_VALUE, "PREFECT_HOME": str(self.root / "prefect-home")}
+        if self.prefect is not None:
+            env["PREFECT_API_URL"] = self.prefect.api_url
         command = [sys.executable, "-c", "from cli.main import entry; entry()", *args,
                    "--tracking-uri", tracking or self.down_uri, "--results-dir", str(self.root / "results")]
         log = self.root / f"command-{time.monotonic_ns()}.log"
@@ -112,9 +103,10 @@ class Command:
 
 
 @pytest.fixture(scope="module")
-def night(tmp_path_factory: pytest.TempPathFactory, fixture_models: dict[str, str]) -> Night:
+def night(tmp_path_factory: pytest.TempPathFactory, fixture_models: dict[str, str], prefect_api: PrefectServer
+          ) -> Night:
     root = tmp_path_factory.mktemp("night")
-    return Night(root, _config(root), f"http://127.0.0.1:{free_port()}")
+    return Night(root, _config(root), f"http://127.0.0.1:{free_port()}", prefect_api)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +122,6 @@ def killed(night: Night) -> dict[str, str]:
 
 
 def test_a_killed_orchestrator_leaves_whole_files_and_no_processes(night: Night, killed: dict[str, str]) -> None:
-    stop_prefects_temporary_server()
     assert left_running() == []
     sweep = night.root / "results" / night.sweep_id
     assert len(killed) >= 1 and not (sweep / "summary.json").exists()
@@ -197,15 +188,17 @@ def test_sync_logs_the_night_once_mlflow_is_back(night: Night, finished: tuple[i
 def test_servers_that_never_start_fail_their_cells_and_the_sweep_exits_3(
     tmp_path: Path, fixture_models: dict[str, str]
 ) -> None:
-    data = yaml.safe_load(_config(tmp_path).read_text())
+    """The baseline alone: both of its server lives (the opening and the closing stage) fail."""
+    config = tiny_sweep_config(tmp_path / "faults.yaml", "it-faults", [BASELINE_ARM])
+    data = yaml.safe_load(config.read_text())
     data["engine"]["extra_args"] = ["--no-such-flag"]
-    (tmp_path / "faults.yaml").write_text(yaml.safe_dump(data))
-    night = Night(tmp_path, tmp_path / "faults.yaml", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    config.write_text(yaml.safe_dump(data))
+    night = Night(tmp_path, tmp_path / "faults.yaml", f"sqlite:///{tmp_path / 'mlflow.db'}", prefect=None)
     code, output = night.start("sweep", str(night.config)).finish()
     assert code == 3, output[-4000:]
     night.sweep_id = output.split("sweep id: ", 1)[1].split()[0]
     summary = json.loads((tmp_path / "results" / night.sweep_id / "summary.json").read_text())
-    assert summary["cells_complete"] == 0 and len(summary["failed_cells"]) == CELLS
+    assert summary["cells_complete"] == 0 and len(summary["failed_cells"]) == 2
     errors = [arm["error"] for arm in summary["arms"]]
-    assert errors and all("exited with code" in e and "no-such-flag" in e for e in errors)
+    assert len(errors) == 2 and all("exited with code" in e and "no-such-flag" in e for e in errors)
     assert left_running() == []

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.energy import EnergyWindow, find_counter, rapl_counter
+from tasks.energy import EnergyWindow, find_counter, nvml_counter, rapl_counter
 
 
 def _zone(root: Path, name: str, energy_uj: int, range_uj: int) -> Path:
@@ -39,9 +39,21 @@ def test_no_counter_gives_null_energy_with_reason(tmp_path: Path) -> None:
     assert (reading.source, reading.joules, reading.reason) == ("none", None, reason)
 
 
-def test_this_machine_reports_none_or_a_real_source() -> None:
-    counter, reason = find_counter()
-    if counter is None:
-        assert "NVML" in reason and reason
+def test_without_any_counter_every_reason_is_given(tmp_path: Path) -> None:
+    """No NVML here (or there is, and it wins) and no RAPL zone under an empty folder: the
+    reason names each source's own failure, in the order they were tried."""
+    nvml, nvml_reason = nvml_counter()
+    counter, reason = find_counter(rapl_root=tmp_path)
+    if nvml is None:
+        assert counter is None and reason == f"{nvml_reason}; no RAPL package zones under {tmp_path}"
     else:
-        assert counter.source in {"nvml", "rapl"}
+        assert counter is not None and counter.source == "nvml" and reason == ""
+
+
+def test_rapl_is_found_when_gpu_energy_is_not_asked_for(tmp_path: Path) -> None:
+    assert find_counter(prefer_gpu=False, rapl_root=tmp_path) == (None, f"no RAPL package zones under {tmp_path}")
+    _zone(tmp_path, "intel-rapl:0", 1_000, 1_000_000)
+    counter, reason = find_counter(prefer_gpu=False, rapl_root=tmp_path)
+    assert counter is not None and counter.source == "rapl" and reason == ""
+    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("3000")
+    assert counter.read_j() == pytest.approx(0.002)

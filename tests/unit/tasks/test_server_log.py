@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tasks.engine.server import first_error
+from tasks.engine.server import first_error, log_tail, start_failure
 
 EARLIER_START = "RuntimeError: from an earlier start of the same arm\n"
 LOG = """(APIServer pid=1) WARNING 11-30 00:27:23 [system_utils.py:255] fd limit errors like `OSError: [Errno 24]`
@@ -26,3 +26,37 @@ def test_no_exception_and_no_log_give_none(tmp_path: Path) -> None:
     log.write_text(LOG.splitlines()[0] + "\nINFO: started\n")
     assert first_error(log) is None
     assert first_error(tmp_path / "missing.log") is None
+
+
+# What vLLM CPU 0.32 wrote when a start failed, kept from real starts (paths replaced by <tmp>,
+# <fixtures>, <site-packages>): the integration tests start one failing server for real (a
+# taken port); every start failure takes the same path, so the others are checked on their logs.
+DATA = Path(__file__).parent / "data"
+EXITED = "vLLM server exited with code 1 before becoming healthy"
+
+
+def test_a_folder_that_is_not_a_model_names_vllms_own_error() -> None:
+    log = DATA / "vllm_start_not_a_model.log"
+    assert first_error(log) == ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig")
+    message = start_failure(EXITED, log, 0)
+    assert message.startswith(f"{EXITED}: pydantic_core._pydantic_core.ValidationError")
+    assert f"; log {log} ends:\n" in message
+    assert "Should have a `model_type` key in its config.json" in message.split("ends:", 1)[1]
+
+
+def test_a_kv_cache_larger_than_memory_names_the_workers_error_not_the_engines() -> None:
+    """The worker's ValueError is the root cause; the engine core's and the API server's
+    RuntimeErrors after it only repeat it, and vLLM's own tail is the last of them."""
+    log = DATA / "vllm_start_kv_cache_too_large.log"
+    cause = first_error(log)
+    assert cause is not None and cause.startswith("ValueError: Available memory on node 0")
+    assert "less than requested memory for kv (4096.0 GiB)" in cause
+    assert log_tail(log).splitlines()[-1] != cause
+    assert start_failure(EXITED, log, 0).startswith(f"{EXITED}: {cause}; log {log} ends:")
+
+
+def test_a_start_that_wrote_no_exception_says_so_with_the_tail(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("INFO: loading\nINFO: still loading\n")
+    assert start_failure("vLLM server not healthy within 300s", log, 0) == (
+        f"vLLM server not healthy within 300s; log {log} ends:\nINFO: loading\nINFO: still loading")

@@ -6,6 +6,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tasks.report.fmt import NA
+
 if TYPE_CHECKING:
     from tasks.aggregate import SweepSummary
     from tasks.prefect_artifacts import Column
@@ -16,7 +18,7 @@ WIDE_COLUMNS = 160
 
 def _fmt(value: object) -> str:
     if value is None:
-        return "n/a"
+        return NA
     if isinstance(value, float):
         return f"{value:,.2f}"
     return str(value)

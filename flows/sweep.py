@@ -60,7 +60,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         plan.store.write_json("summary.json", summary)
         atomic_write_text(plan.store.dir / "summary.md", markdown)
         publish_prefect_artifacts(summary, markdown)
-        status = "FAILED" if summary.failed_cells else "FINISHED"
+        status = summary.run_status
     except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or Prefect cancelling the run
         status = "KILLED"
         raise

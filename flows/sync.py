@@ -53,7 +53,7 @@ def sync_flow(sweep_id: str, tracking: str | None = None, results_dir: str = DEF
     if data is not None:
         summary = SweepSummary.model_validate(data)
         log_sweep_summary(uri, parent, summary, (store.dir / "summary.md").read_text(encoding="utf-8"))
-        status = "FAILED" if summary.failed_cells else "FINISHED"
+        status = summary.run_status
     report_files = [store.dir / REPORT_DIR / name for name in (REPORT_HTML, REPORT_MARKDOWN)]
     report = (log_to_sweep_run(uri, config.name, sweep_id, report_files) if all(p.exists() for p in report_files)
               else f"no report under {store.dir / REPORT_DIR} (`specfleet report {sweep_id}` writes and logs one)")

@@ -260,8 +260,8 @@ def decide_all(
     decisions = []
     for (key, arm), runs in sorted(candidates.items(), key=lambda item: item[0]):
         ident = runs[0].identity
-        where = Slice(arm=arm, method=ident.method, k=ident.k or 0, prompt_class=key[0], load_mode=key[1],
-                      load_value=key[2], sampling=key[3])
+        where = Slice(arm=arm, method=ident.method, k=ident.num_speculative_tokens, prompt_class=key[0],
+                      load_mode=key[1], load_value=key[2], sampling=key[3])
         usable = [_sample(c, samples) for c in runs if c.usable]
         base = [_sample(c, samples) for c in baselines.get(key, []) if c.usable]
         if not usable or not base:

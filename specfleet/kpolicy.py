@@ -146,7 +146,10 @@ def peer_k_policy(
         if cell.failed or cell.completed != cell.requests_planned:
             done = f"{cell.completed}/{cell.requests_planned}"
             return refuse(f"{ident.label}: {cell.failed} failed, {done} completed")
-        runs[(int(ident.load_value), ident.k or 0)].append(cell.throughput.qualified_tokens_per_s or 0.0)
+        tps = cell.throughput.qualified_tokens_per_s
+        if tps is None:
+            return refuse(f"{ident.label}: no qualified tokens per s")
+        runs[(int(ident.load_value), ident.num_speculative_tokens)].append(tps)
     if not runs:
         return refuse("no measurements")
     score: dict[tuple[int, int], float] = {}

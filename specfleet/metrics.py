@@ -1,6 +1,6 @@
 """Per-cell metrics computed from request records (pure: no I/O).
 
-Series, all in milliseconds, over successful requests only (see measurement.md):
+Series, all in milliseconds, over successful requests only (docs/measurement.md, "Latency series"):
 
 - TTFT: send -> first content-bearing chunk.
 - E2E: send -> last content-bearing chunk (a trailing usage-only chunk does not count).

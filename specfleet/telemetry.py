@@ -1,4 +1,4 @@
-"""vLLM's Prometheus telemetry as typed figures (measurement.md: "speculative decoding telemetry").
+"""vLLM's Prometheus telemetry as typed figures (docs/measurement.md, "Speculative decoding telemetry").
 
 Counters are labelled per engine; we sum over engines and take deltas over the measured
 window. r (the telemetry fraction) is kept apart from the modelled alpha by name and type.

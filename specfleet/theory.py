@@ -1,4 +1,5 @@
-"""The seed's theoretical worksheet: speedup, best k, break-even alpha and Table 3.
+"""The seed's theoretical worksheet: speedup, best k, break-even alpha, Table 3, and the
+modelled alpha implied by a measured mean acceptance length.
 
 Two acceptance figures exist and must never be mixed (seed: "Four quantities replace one"):
 
@@ -18,7 +19,7 @@ from scipy.optimize import brentq
 
 from specfleet.errors import InputError
 
-BREAKEVEN_XTOL = 1e-9
+ALPHA_XTOL = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,24 @@ def breakeven_alpha(k: int, c: float, v: float = 0.0) -> float | None:
         return 0.0
     if k + 1.0 <= cost:
         return None
-    root: float = brentq(lambda a: _tokens(a, k) - cost, 0.0, 1.0, xtol=BREAKEVEN_XTOL)
+    return _alpha_with_tokens(cost, k)
+
+
+def implied_alpha(mean_acceptance_length: float, k: int) -> float | None:
+    """The modelled alpha with E(alpha, k) = L, the measured mean acceptance length (bonus token
+    included); None when L > k + 1, which no alpha gives (telemetry inconsistent with the model)."""
+    if mean_acceptance_length > k + 1 + ALPHA_XTOL:
+        return None
+    if mean_acceptance_length <= 1.0:
+        return 0.0
+    if mean_acceptance_length >= k + 1:
+        return 1.0
+    return _alpha_with_tokens(mean_acceptance_length, k)
+
+
+def _alpha_with_tokens(tokens: float, k: int) -> float:
+    """The alpha in (0, 1) with E(alpha, k) = ``tokens``, to ``ALPHA_XTOL``; E rises strictly with alpha."""
+    root: float = brentq(lambda a: _tokens(a, k) - tokens, 0.0, 1.0, xtol=ALPHA_XTOL)
     return root
 
 

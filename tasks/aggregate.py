@@ -3,6 +3,7 @@ per-request samples from the Parquet files, then the core's decisions, cost tabl
 negative-result cells and k policy (``specfleet.decisions``, ``decision_table``, ``kpolicy``)."""
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -64,6 +65,12 @@ class SweepSummary(RecordModel):
     @property
     def exit_failed(self) -> bool:
         return bool(self.failed_cells)
+
+    @property
+    def run_status(self) -> Literal["FINISHED", "FAILED"]:
+        """The parent run's MLflow status: FINISHED only when every cell is complete, since
+        revalidation trusts finished sweeps alone; FAILED says resume it."""
+        return "FAILED" if self.exit_failed else "FINISHED"
 
 
 def _greedy(payload: Mapping[str, object], key: str) -> Greedy | None:

@@ -15,7 +15,7 @@ from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming, CellResult
 from specfleet.server_args import server_args, server_env
-from specfleet.stats.equivalence import stochastic_sample_size
+from specfleet.stats.equivalence import planned_samples_per_prompt
 from tasks.cell import SERVER_DIED, CellPlan, Endpoint, measure_cell
 from tasks.energy import EnergyWindow, find_counter
 from tasks.engine.ports import free_port
@@ -62,15 +62,6 @@ def probe_prompts(config: SweepConfig, prompts_by_class: dict[str, list[PromptIt
     return prompts_by_class[name][: config.equivalence.prompts]
 
 
-def stochastic_samples_per_prompt(config: SweepConfig, prompts: int) -> int:
-    """The pre-specified sample size for the declared discrepancy, significance and power."""
-    spec = config.equivalence.stochastic
-    assert spec is not None
-    needed = stochastic_sample_size(spec.min_detectable_tv, spec.significance, spec.power, prompts,
-                                    spec.tokens_per_sample)
-    return min(needed, spec.max_samples_per_prompt)
-
-
 def cell_plan(
     config: SweepConfig, identity: CellIdentity, key: str, prompts: Sequence[PromptItem]
 ) -> CellPlan:
@@ -111,9 +102,9 @@ async def _probe(config: SweepConfig, arm: ArmPlan, server: ArmServer, prompts: 
         payload["greedy_repeat"] = await greedy_probe(endpoint, prompts, config.equivalence.greedy_max_tokens)
     spec = config.equivalence.stochastic
     if spec is not None:
-        n = stochastic_samples_per_prompt(config, len(prompts))
+        _, planned = planned_samples_per_prompt(spec, len(prompts))
         payload["stochastic"] = await stochastic_probe(
-            endpoint, prompts, n, spec.tokens_per_sample, spec.temperature, config.analysis.seed)
+            endpoint, prompts, planned, spec.tokens_per_sample, spec.temperature, config.analysis.seed)
     store.write_json(f"equivalence/{arm.arm}.json", payload)
 
 

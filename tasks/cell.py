@@ -18,6 +18,7 @@ from specfleet.stats.stopping import AdaptiveStopper
 from specfleet.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
 from tasks.energy import EnergyWindow
 from tasks.loadgen import Load, LoadResult, RequestSettings, records_to_frame, run_load
+from tasks.loadgen.client import bearer_headers
 from tasks.store import ResultsStore
 
 SERVER_DIED = "the server died during the cell"
@@ -93,8 +94,8 @@ async def measure_cell(
 ) -> CellResult:
     """Warm up, snapshot telemetry, run the measured requests, snapshot again, assemble, store."""
     started_at = datetime.now(UTC).isoformat()
-    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
-    async with httpx.AsyncClient(base_url=endpoint.base_url, headers=headers, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=endpoint.base_url, headers=bearer_headers(endpoint.api_key),
+                                 timeout=10) as client:
         await _reset_prefix_cache(client)
         snapshots: dict[str, str | None] = {}
 

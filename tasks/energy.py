@@ -1,7 +1,7 @@
 """Energy over a measured window: NVML's GPU energy counter, else RAPL, else nothing.
 
 Never reports 0 J for "could not measure": a missing reading is ``joules=None`` with the
-reason (measurement.md: Zeus and MLflow pitfalls).
+reason (docs/measurement.md, "Energy").
 """
 
 from dataclasses import dataclass

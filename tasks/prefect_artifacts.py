@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from tasks.aggregate import SweepSummary
+from tasks.report.fmt import NA
 
 Row = Mapping[str, object]
 Column = tuple[str, Callable[[Row], str]]
-NA = "n/a"
 
 
 def _num(key: str, fmt: str, suffix: str = "") -> Callable[[Row], str]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from specfleet.prompts import PromptItem
+from tasks.loadgen.client import bearer_headers
 
 
 @dataclass(frozen=True)
@@ -16,9 +17,6 @@ class ProbeEndpoint:
     base_url: str
     model: str
     api_key: str | None = None
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
 
 @dataclass
@@ -43,7 +41,7 @@ async def _generate(
     else:
         body["prompt"] = prompt.prompt
         path = "/v1/completions"
-    response = await client.post(path, json=body, headers=endpoint.headers())
+    response = await client.post(path, json=body, headers=bearer_headers(endpoint.api_key))
     response.raise_for_status()
     token_ids = response.json()["choices"][0].get("token_ids")
     if token_ids is None:

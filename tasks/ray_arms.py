@@ -1,7 +1,7 @@
 """Arms as Ray tasks. Each requests its arm's accelerators, runs one server life
 (``tasks.arm.run_arm``: start, probes, cells stored as they finish, stop) and returns
 plain data. Ray remote functions called from an ordinary Prefect task avoid prefect-ray's
-result-storage and retry pitfalls (measurement.md, "Orchestration and tracking pitfalls").
+result-storage and retry pitfalls (docs/measurement.md, "Orchestration and tracking pitfalls").
 """
 
 import logging

@@ -188,7 +188,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
 
 
 def close_sweep_run(uri: str, parent_id: str, status: str) -> None:
-    """FINISHED only when every cell is complete: revalidation trusts finished sweeps alone."""
+    """End the parent run with ``status`` (``SweepSummary.run_status`` says which)."""
     MlflowClient(uri).set_terminated(parent_id, status)
 
 

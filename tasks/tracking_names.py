@@ -16,7 +16,7 @@ from specfleet.results import CellResult, DistributionSummary
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"token|secret|passw|credential|api_?key|auth", re.IGNORECASE)
 INVALID_KEY_CHARS = re.compile(r"[^\w./ -]")  # MLflow keys: alphanumerics, _ . - / and space
-SERIES = {  # metric prefix -> CellResult field (see measurement.md for each definition)
+SERIES = {  # metric prefix -> CellResult field (docs/measurement.md, "Latency series")
     "ttft_ms": "ttft_ms",
     "itl_ms": "itl_per_chunk_ms",
     "itl_per_token_ms": "itl_per_token_ms",

@@ -42,6 +42,11 @@ class CellIdentity(RecordModel):
     phase: Literal["main", "baseline_end"] = "main"
 
     @property
+    def num_speculative_tokens(self) -> int:
+        """vLLM's name for k; the baseline (k None) proposes 0 tokens per step."""
+        return 0 if self.k is None else self.k
+
+    @property
     def concurrency(self) -> int | None:
         return int(self.load_value) if self.load_mode == "concurrency" else None
 

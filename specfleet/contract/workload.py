@@ -101,5 +101,5 @@ class SLOSpec(ContractModel):
     itl_ms: PositiveFloat
     percentile: float = Field(95.0, gt=0, le=100, description="Percentile each target binds.")
     itl_statistic: ItlStatistic = Field(
-        "per_chunk", description="Which ITL series the ITL target binds (see measurement.md)."
+        "per_chunk", description="Which ITL series the ITL target binds (docs/measurement.md, 'Latency series')."
     )

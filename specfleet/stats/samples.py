@@ -58,8 +58,13 @@ class CellSample:
 
     @property
     def qualified_tokens_per_s(self) -> float:
-        """The cell's SLO-qualified accepted tokens per second (0 when the cell reported none)."""
-        return self.cell.throughput.qualified_tokens_per_s or 0.0
+        """The cell's SLO-qualified accepted tokens per second. A usable cell always has one (it
+        completed a request, so its window is over 0 s); a missing rate is an error, never 0."""
+        rate = self.cell.throughput.qualified_tokens_per_s
+        if rate is None:
+            raise InputError(f"cell {self.cell.identity.label}: no qualified tokens per s to compare "
+                             f"(measured window {self.cell.throughput.duration_s:g} s)")
+        return rate
 
     def pooled_itl_ms(self) -> FloatArray:
         return np.concatenate([*self.itl_ms, np.empty(0)])

@@ -39,6 +39,12 @@ class RequestSettings:
         return min(item.max_tokens, self.max_tokens) if item.max_tokens else self.max_tokens
 
 
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    """The Authorization header an OpenAI-compatible server (vLLM's ``--api-key``) checks; none
+    without a key. Headers are the only place the key goes."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 class RequestFunc(Protocol):
     async def __call__(self, client: aiohttp.ClientSession, item: PromptItem,
                        settings: RequestSettings, index: int) -> RequestRecord: ...

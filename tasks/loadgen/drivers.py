@@ -20,7 +20,7 @@ import numpy as np
 from specfleet.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
 from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
-from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, check_prompts
+from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, bearer_headers, check_prompts
 
 LAG_TICK_MS = 5.0
 
@@ -101,10 +101,10 @@ async def run_load(
     check_prompts(list(prompts), settings.endpoint)
     request = REQUEST_FUNCS[settings.endpoint]
     pool = load.concurrency if isinstance(load, ClosedLoop) else None
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     connector = aiohttp.TCPConnector(limit=pool or 0)  # 0: no limit (open loop)
-    async with aiohttp.ClientSession(base_url=base_url.rstrip("/") + "/", connector=connector, headers=headers,
-                                     timeout=aiohttp.ClientTimeout(), trust_env=False) as client:
+    async with aiohttp.ClientSession(base_url=base_url.rstrip("/") + "/", connector=connector,
+                                     headers=bearer_headers(api_key), timeout=aiohttp.ClientTimeout(),
+                                     trust_env=False) as client:
 
         def sender(first_index: int) -> Send:
             """Request i takes prompt i (cycling) and record/seed index first_index + i."""

@@ -1,4 +1,5 @@
-"""Text formats shared by the HTML and markdown reports. A missing figure prints as "n/a"."""
+"""Text formats shared by the HTML and markdown reports. A missing figure prints as ``NA``, the one
+definition the CLI tables and the Prefect artifacts use too."""
 
 import json
 

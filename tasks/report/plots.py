@@ -17,6 +17,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from specfleet.theory import ModelledAlpha, net_speedup
+from tasks.report import fmt
 from tasks.report.measures import PERCENTILES, EnergyRow, KVRow, LatencyCurve
 from tasks.report.views import HeatMap, TheoryRow
 
@@ -69,7 +70,7 @@ def heat_map_png(m: HeatMap, spread: float) -> str:
             cell = m.cells.get((row, col))
             colour = "black"
             if cell is None or cell.speedup is None:
-                text = "n/a" + (f"\n{cell.reason_code}" if cell else "\nnot measured")
+                text = fmt.NA + (f"\n{cell.reason_code}" if cell else "\nnot measured")
             else:
                 s = cell.speedup
                 interval = f"\n[{s.low:.2f}, {s.high:.2f}]" if s.low is not None and s.high is not None else ""

@@ -5,19 +5,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.optimize import brentq
-
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
 from specfleet.fleet import fleet_cost
 from specfleet.kpolicy import KPolicy
 from specfleet.stats.bootstrap import Interval
-from specfleet.theory import ModelledAlpha, net_speedup, speedup_grid, tokens_per_step
+from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid
 from tasks.report.load import ReportData
 
-NA = "n/a"
 GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-ALPHA_XTOL = 1e-9
 
 
 def load_label(mode: str, value: float) -> str:
@@ -153,19 +149,6 @@ def heat_maps(data: ReportData) -> list[HeatMap]:
                 HeatCell(d.interval, d.verdict, d.reason_code, d.cost.noise_floor if d.cost else None)
         maps.append(HeatMap(plan.arm, rows, cols, cells))
     return maps
-
-
-def implied_alpha(mean_acceptance_length: float, k: int) -> float | None:
-    """The modelled alpha with E(alpha, k) = L (bonus token included); None when L > k + 1."""
-    if mean_acceptance_length > k + 1 + ALPHA_XTOL:
-        return None
-    if mean_acceptance_length <= 1.0:
-        return 0.0
-    if mean_acceptance_length >= k + 1:
-        return 1.0
-    root: float = brentq(lambda a: tokens_per_step(ModelledAlpha(a), k) - mean_acceptance_length, 0.0, 1.0,
-                         xtol=ALPHA_XTOL)
-    return root
 
 
 @dataclass(frozen=True)

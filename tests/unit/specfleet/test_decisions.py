@@ -48,6 +48,12 @@ def make_cell(arm: str = "baseline", k: int | None = None, *, tps: float = 100.0
     )
 
 
+def without_rate(cell: CellResult) -> CellResult:
+    """The cell as stored with a 0 s window: no qualified tokens per s figure."""
+    throughput = cell.throughput.model_copy(update={"duration_s": 0.0, "qualified_tokens_per_s": None})
+    return cell.model_copy(update={"throughput": throughput})
+
+
 def make_sample(cell: CellResult, *, itl_ms: float = 20.0, ttft_ms: float = 100.0, seed: int = 0) -> CellSample:
     rng = np.random.default_rng(seed)
     return CellSample(
@@ -154,6 +160,12 @@ def test_a_usable_cell_needs_its_sample() -> None:
         decide_all(cells, {}, CONFIG, {})
 
 
+def test_a_usable_cell_without_a_rate_stops_the_comparison_instead_of_counting_zero() -> None:
+    cells = [*baseline_pair(), without_rate(make_cell("draft-k4", 4, tps=150.0))]
+    with pytest.raises(InputError, match="draft-k4 .*: no qualified tokens per s"):
+        run(cells)
+
+
 def test_negative_cells_carry_the_same_detail() -> None:
     decisions = run([*baseline_pair(), make_cell("draft-k4", 4, tps=150.0), make_cell("draft-k2", 2, tps=103.0)])
     rows = decision_rows(decisions, CONFIG)
@@ -180,6 +192,17 @@ def test_noise_floor_per_configuration_and_sweep_fallback() -> None:
     assert here == pytest.approx(10 / 105)
     assert there == here
     assert "ran once" in source
+
+
+def test_a_baseline_run_without_a_rate_is_left_out_of_the_noise_floor_and_named() -> None:
+    cells = [*baseline_pair(100.0, 110.0), without_rate(make_cell(tps=100.0, repeat=1))]
+    [floor] = baseline_noise(cells).values()
+    assert floor.qualified_tokens_per_s == [100.0, 110.0]
+    assert floor.relative_spread == pytest.approx(10 / 105)
+    assert floor.left_out == [cells[2].identity.label]
+    spread, source = noise_for(floor.key, {floor.key: floor})
+    assert spread == pytest.approx(10 / 105)
+    assert source.endswith(f"left out, no rate: {cells[2].identity.label}")
 
 
 def test_sample_from_records_counts_only_slo_met_tokens() -> None:

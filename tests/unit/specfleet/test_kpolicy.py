@@ -7,7 +7,7 @@ from specfleet.decisions import Decision, decide_all
 from specfleet.errors import InputError
 from specfleet.kpolicy import compare_policies, k_policy_reports, peer_k_policy, specfleet_k_policy
 from specfleet.results.cell import CellResult
-from tests.unit.specfleet.test_decisions import CONFIG, PASS, make_cell, make_sample
+from tests.unit.specfleet.test_decisions import CONFIG, PASS, make_cell, make_sample, without_rate
 
 PLANS = arm_plans(CONFIG)
 # qualified tok/s per (level, k); k = 0 is the baseline. Demand is 2000 tok/s, so 100 -> 20 replicas.
@@ -73,6 +73,7 @@ def test_peer_rule_picks_conservative_throughput_and_stops_at_the_largest_batch(
     (sweep(spread=25.0), "relative MAD"),
     ([c for c in sweep() if c.identity.load_value != 1], "must be 1"),
     ([*sweep(), make_cell("draft-k2", 2, load=4, repeat=9, failed=1)], "1 failed"),
+    ([*sweep(), without_rate(make_cell("draft-k2", 2, load=4, repeat=9))], "no qualified tokens per s"),
 ])
 def test_peer_rule_refuses_like_the_tool(cells: list[CellResult], why: str) -> None:
     peer = peer_k_policy(cells, PLANS, "draft")

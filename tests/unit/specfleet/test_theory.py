@@ -13,6 +13,7 @@ from specfleet.theory import (
     best_k,
     breakeven_alpha,
     fixed_k_breaks_even,
+    implied_alpha,
     measured_decode_speedup,
     net_speedup,
     speedup_grid,
@@ -77,6 +78,16 @@ def test_closed_form_at_zero_verification(a: float, k: int, c: float) -> None:
 @given(ks)
 def test_alpha_one_is_exact(k: int) -> None:
     assert tokens_per_step(ModelledAlpha(1.0), k) == k + 1
+
+
+def test_implied_alpha_inverts_tokens_per_step() -> None:
+    assert implied_alpha(1.0, 3) == 0.0 and implied_alpha(4.0, 3) == 1.0 and implied_alpha(4.5, 3) is None
+    assert implied_alpha(1 + 0.5 + 0.25, 2) == pytest.approx(0.5, abs=1e-8)
+
+
+@given(alphas, ks)
+def test_implied_alpha_recovers_the_modelled_alpha(a: float, k: int) -> None:
+    assert implied_alpha(tokens_per_step(ModelledAlpha(a), k), k) == pytest.approx(a, abs=1e-6)
 
 
 @given(alphas, alphas, ks, costs, costs)

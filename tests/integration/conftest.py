@@ -4,15 +4,11 @@ vLLM server per arm kind (baseline, draft, ngram) for tests that send requests t
 server, and the reference sweep. A test that changes a server or a service gets its own."""
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from specfleet.contract import arm_plans, parse_sweep_config
-from specfleet.server_args import server_args, server_env
-from tasks.arm import SERVED_MODEL_NAME
-from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer
+from tests.integration.idle_servers import IdleServers
 from tests.integration.processes import live_engine_pids, marked_processes
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,
@@ -25,7 +21,7 @@ from tests.integration.reference import (
 )
 from tests.integration.s3_server import S3Server, seaweed_s3
 from tests.integration.services import PrefectServer, mlflow_server, prefect_server
-from tests.integration.sweep_configs import ROOT, fast_start
+from tests.integration.sweep_configs import ROOT
 
 
 @pytest.fixture(scope="session")
@@ -76,49 +72,14 @@ def tracking(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield Tracking(uri, s3, root)
 
 
-IDLE_CONFIG = """
-name: idle-servers
-models: {target: {path: "fixture:target", dtype: float32}, draft: {path: "fixture:draft", dtype: float32}}
-engine: {max_model_len: 1024, max_num_seqs: 8, cpu_kvcache_space_gib: 1, startup_timeout_s: 400,
-         env: {VLLM_USE_V2_MODEL_RUNNER: "0"}}
-arms:
-  - {name: baseline, method: baseline}
-  - {name: draft, method: draft_model, k: [3]}
-  - {name: ngram, method: ngram, k: [3], prompt_lookup_min: 2, prompt_lookup_max: 5}
-load: {concurrency: [1], requests_per_cell: 1}
-prompt_classes: [{name: code, max_output_tokens: 32}]
-slo: {ttft_ms: 60000, itl_ms: 60000}
-hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 100}
-"""
-
-
 @pytest.fixture(scope="session")
-def idle_server(fixture_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[Callable[[str], ArmServer]]:
-    """``idle_server(kind)`` for kind baseline, draft or ngram (k=3): a healthy vLLM server on
-    the fixture models, started the first time a test asks for it and shared for the session,
-    with the sweep's own server arguments (served as ``SERVED_MODEL_NAME``)."""
-    config = parse_sweep_config(IDLE_CONFIG, "idle-servers")
-    engine = fast_start(config.engine)
-    arms = {arm.arm.split("-")[0]: arm for arm in arm_plans(config)}
-    logs = tmp_path_factory.mktemp("idle-servers")
-    started: dict[str, ArmServer] = {}
-
-    def get(kind: str) -> ArmServer:
-        if kind not in started:
-            arm, port = arms[kind], free_port()
-            args = server_args(engine, config.models.target, arm, fixture_models, port, SERVED_MODEL_NAME)
-            server = ArmServer(args, server_env(engine, arm), "127.0.0.1", port, logs / f"{kind}.log",
-                               engine.startup_timeout_s)
-            server.start()
-            started[kind] = server
-        return started[kind]
-
+def idle_server(fixture_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdleServers]:
+    """The session's idle servers (``IdleServers``), all stopped at the end."""
+    servers = IdleServers(fixture_models, tmp_path_factory.mktemp("idle-servers"))
     try:
-        yield get
+        yield servers
     finally:
-        for server in started.values():
-            server.stop()
+        servers.stop()
 
 
 @pytest.fixture(scope="session")

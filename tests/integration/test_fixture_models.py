@@ -9,7 +9,6 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable
 
 import httpx
 import pytest
@@ -23,10 +22,10 @@ from tasks.engine.server import ArmServer
 from tasks.fixtures.build import build_fixtures
 from tasks.probes import ProbeEndpoint, greedy_probe
 from tasks.prompt_sets import bundled_names, resolve_prompts
+from tests.integration.idle_servers import IdleServers
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]
 
-IdleServer = Callable[[str], ArmServer]
 PROMPTS_PER_CLASS = 2
 MAX_TOKENS = 48
 
@@ -57,20 +56,20 @@ def _greedy_with_counters(server: ArmServer) -> tuple[dict[str, list[int]], dict
     return tokens, {"drafted": delta.num_draft_tokens, "accepted": delta.num_accepted_tokens}
 
 
-def test_speculation_is_accepted_and_greedy_outputs_match(idle_server: IdleServer) -> None:
-    get = idle_server
-    baseline, counters = _greedy_with_counters(get("baseline"))
+def test_speculation_is_accepted_and_greedy_outputs_match(idle_server: IdleServers) -> None:
+    idle_server.start("baseline", "draft", "ngram")
+    baseline, counters = _greedy_with_counters(idle_server("baseline"))
     assert counters is None  # the baseline exposes no spec-decode counters
     assert all(len(tokens) == MAX_TOKENS for tokens in baseline.values())
     for kind in ("draft", "ngram"):
-        tokens, counters = _greedy_with_counters(get(kind))
+        tokens, counters = _greedy_with_counters(idle_server(kind))
         assert counters is not None, kind
         print(f"{kind}: accepted {counters['accepted']:g}/{counters['drafted']:g} draft tokens", file=sys.stderr)
         assert counters["drafted"] > 0 and counters["accepted"] > 0, kind
         assert tokens == baseline, f"{kind}: greedy output differs from baseline"
 
 
-def test_measure_reports_acceptance_of_a_running_speculative_server(idle_server: IdleServer) -> None:
+def test_measure_reports_acceptance_of_a_running_speculative_server(idle_server: IdleServers) -> None:
     """``specfleet measure --json`` against the ngram server: every request completes with the
     token count asked for, and acceptance comes from the server's own counters."""
     server = idle_server("ngram")

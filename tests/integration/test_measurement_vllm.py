@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specfleet.contract import SweepConfig, arm_plans, cell_identities, parse_sweep_config
+from specfleet.contract import SweepConfig, arm_plans, cell_identities
 from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming
 from specfleet.server_args import server_args, server_env
@@ -27,25 +27,13 @@ from tasks.engine.server import ArmServer, ArmStartError
 from tasks.loadgen import read_records_parquet
 from tasks.prompt_sets import load_prompt_class
 from tasks.store import ResultsStore
+from tests.integration.idle_servers import server_config
 from tests.integration.processes import live_engine_pids, new_server_serving
 from tests.integration.reference import ARMS, GREEDY_PROMPTS, GREEDY_TOKENS, MAX_TOKENS, REQUESTS, ReferenceSweep
-from tests.integration.sweep_configs import ROOT, fast_start
+from tests.integration.sweep_configs import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
-CONFIG = """
-name: measure-test
-models: {target: {path: "fixture:target", dtype: float32}, draft: {path: "fixture:draft", dtype: float32}}
-engine: {max_model_len: 1024, max_num_seqs: 8, cpu_kvcache_space_gib: 1, startup_timeout_s: 400,
-         env: {VLLM_USE_V2_MODEL_RUNNER: "0"}}
-arms:
-  - {name: baseline, method: baseline}
-  - {name: ngram, method: ngram, k: [3], prompt_lookup_min: 2, prompt_lookup_max: 5}
-load: {concurrency: [1, 2], warmup_requests: 0, requests_per_cell: 12, request_timeout_s: 120}
-prompt_classes: [{name: code, max_output_tokens: 32}]
-slo: {ttft_ms: 60000, itl_ms: 60000}
-hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 100}
-"""
 KILL_AFTER = 4
 """The server is killed once it has served this many of the first cell's 12 requests: the 8 left
 (at concurrency 1, at least a few seconds) leave room for the killer's 0.2 s poll and this
@@ -55,8 +43,10 @@ a whole cell."""
 
 @pytest.fixture(scope="module")
 def config() -> SweepConfig:
-    config = parse_sweep_config(CONFIG, "measure-test")
-    return config.model_copy(update={"engine": fast_start(config.engine)})
+    """The test servers' config at concurrency 1 then 2, 12 requests per cell, no warm-up."""
+    config = server_config()
+    load = config.load.model_copy(update={"concurrency": [1, 2], "requests_per_cell": 12, "warmup_requests": 0})
+    return config.model_copy(update={"load": load})
 
 
 @pytest.fixture(scope="module")

@@ -216,7 +216,7 @@ def test_a_lost_node_is_retried_on_the_head(cluster: Cluster, driver: dict[str, 
     options = {k: v for k, v in driver.items() if k != "first"} | {"max_retries": ARM_RETRIES}
     assert _arm_task._default_options["max_retries"] == ARM_RETRIES >= 1  # type: ignore[attr-defined]
     nodes = _alive_nodes()
-    refs = {arm: light_arm.options(**options).remote(arm, 20.0, str(tmp_path)) for arm in ("baseline", "ngram")}
+    refs = {arm: light_arm.options(**options).remote(arm, 10.0, str(tmp_path)) for arm in ("baseline", "ngram")}
     first = _wait_for_marks(tmp_path, list(refs))
     on_b = next(arm for arm, seen in first.items() if nodes[seen[0]] == NODE_B_IP)
     assert cluster.node_b is not None

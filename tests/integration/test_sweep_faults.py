@@ -188,8 +188,7 @@ def test_sync_logs_the_night_once_mlflow_is_back(night: Night, finished: tuple[i
 def test_servers_that_never_start_fail_their_cells_and_the_sweep_exits_3(
     tmp_path: Path, fixture_models: dict[str, str]
 ) -> None:
-    """The baseline alone: both of its server lives (the opening and the closing stage) fail."""
-    config = tiny_sweep_config(tmp_path / "faults.yaml", "it-faults", [BASELINE_ARM])
+    config = _config(tmp_path)
     data = yaml.safe_load(config.read_text())
     data["engine"]["extra_args"] = ["--no-such-flag"]
     config.write_text(yaml.safe_dump(data))
@@ -198,7 +197,7 @@ def test_servers_that_never_start_fail_their_cells_and_the_sweep_exits_3(
     assert code == 3, output[-4000:]
     night.sweep_id = output.split("sweep id: ", 1)[1].split()[0]
     summary = json.loads((tmp_path / "results" / night.sweep_id / "summary.json").read_text())
-    assert summary["cells_complete"] == 0 and len(summary["failed_cells"]) == 2
+    assert summary["cells_complete"] == 0 and len(summary["failed_cells"]) == CELLS
     errors = [arm["error"] for arm in summary["arms"]]
-    assert len(errors) == 2 and all("exited with code" in e and "no-such-flag" in e for e in errors)
+    assert len(errors) == CELLS and all("exited with code" in e and "no-such-flag" in e for e in errors)
     assert left_running() == []

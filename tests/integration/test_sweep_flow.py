@@ -55,7 +55,8 @@ def test_tables_on_the_parent_run_and_in_the_results_dir(reference: ReferenceSwe
     assert parent.data.tags["fingerprint.drafts"].count(str(reference.root / "draft")) == 1
     out = reference.store.dir
     assert (out / "summary.json").is_file() and "## Negative-result cells" in (out / "summary.md").read_text()
-    assert "Cost per million SLO-qualified tokens" in reference.output and "mlflow ui" in reference.output
+    assert "Cost per million SLO-qualified tokens" in reference.output
+    assert f"MLflow UI: open {reference.tracking.uri}" in reference.output
     table, markdown = Artifact.get(f"{EXPERIMENT}-cost-table"), Artifact.get(f"{EXPERIMENT}-sweep-summary")
     assert table is not None and table.type == "table" and markdown is not None and markdown.type == "markdown"
     assert markdown.data is not None and reference.sweep_id in str(markdown.data)

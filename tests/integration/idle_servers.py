@@ -1,0 +1,66 @@
+"""Idle vLLM servers for tests that send requests to a server nobody else is loading."""
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from specfleet.contract import SweepConfig, arm_plans, parse_sweep_config
+from specfleet.server_args import server_args, server_env
+from tasks.arm import SERVED_MODEL_NAME
+from tasks.engine.ports import free_port
+from tasks.engine.server import ArmServer
+from tests.integration.sweep_configs import fast_start
+
+SERVER_CONFIG = """
+name: test-servers
+models: {target: {path: "fixture:target", dtype: float32}, draft: {path: "fixture:draft", dtype: float32}}
+engine: {max_model_len: 1024, max_num_seqs: 8, cpu_kvcache_space_gib: 1, startup_timeout_s: 400,
+         env: {VLLM_USE_V2_MODEL_RUNNER: "0"}}
+arms:
+  - {name: baseline, method: baseline}
+  - {name: draft, method: draft_model, k: [3]}
+  - {name: ngram, method: ngram, k: [3], prompt_lookup_min: 2, prompt_lookup_max: 5}
+load: {concurrency: [1], requests_per_cell: 1, request_timeout_s: 120}
+prompt_classes: [{name: code, max_output_tokens: 32}]
+slo: {ttft_ms: 60000, itl_ms: 60000}
+hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 100}
+"""
+
+
+def server_config() -> SweepConfig:
+    """The three arm kinds on the fixture models, with test servers' engine settings."""
+    config = parse_sweep_config(SERVER_CONFIG, "test-servers")
+    return config.model_copy(update={"engine": fast_start(config.engine)})
+
+
+class IdleServers:
+    """Healthy vLLM servers on the fixture models, one per arm kind (baseline, draft, ngram; k=3),
+    with the sweep's own server arguments (served as ``SERVED_MODEL_NAME``). ``idle_server(kind)``
+    starts one the first time a test asks for it; ``start(*kinds)`` starts several side by side
+    (a start is mostly single-threaded imports, so two cores start them faster together)."""
+
+    def __init__(self, fixture_models: dict[str, str], logs: Path) -> None:
+        config = server_config()
+        self.engine, self.target = config.engine, config.models.target
+        self.arms = {arm.arm.split("-")[0]: arm for arm in arm_plans(config)}
+        self.fixture_models, self.logs = fixture_models, logs
+        self.started: dict[str, ArmServer] = {}
+
+    def __call__(self, kind: str) -> ArmServer:
+        self.start(kind)
+        return self.started[kind]
+
+    def start(self, *kinds: str) -> None:
+        new = {kind: self._server(kind) for kind in kinds if kind not in self.started}
+        with ThreadPoolExecutor(max_workers=len(new) or 1) as pool:
+            list(pool.map(ArmServer.start, new.values()))  # a failed start raises here, its server stopped
+        self.started |= new
+
+    def stop(self) -> None:
+        with ThreadPoolExecutor(max_workers=len(self.started) or 1) as pool:
+            list(pool.map(ArmServer.stop, self.started.values()))
+
+    def _server(self, kind: str) -> ArmServer:
+        arm, port = self.arms[kind], free_port()
+        args = server_args(self.engine, self.target, arm, self.fixture_models, port, SERVED_MODEL_NAME)
+        return ArmServer(args, server_env(self.engine, arm), "127.0.0.1", port, self.logs / f"{kind}.log",
+                         self.engine.startup_timeout_s)

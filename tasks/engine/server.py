@@ -106,6 +106,7 @@ class ArmServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
         self._log_offset = 0
+        self._launched = 0.0
 
     @property
     def base_url(self) -> str:
@@ -130,13 +131,19 @@ class ArmServer:
         return self.alive()
 
     def start(self) -> None:
+        self.launch()
+        self.wait_healthy()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it. Linux sends the PR_SET_PDEATHSIG signal when
+        the *thread* that started the server ends, so call this from a thread that outlives it."""
         env = {**os.environ, **self.env}
         env.pop("OMP_NUM_THREADS", None)  # Ray sets it to the task's num_cpus; let vLLM size its pool
         env.setdefault("LD_PRELOAD", cpu_openmp_preload())
         if self.api_key:
             env["VLLM_API_KEY"] = self.api_key
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
+        self._launched = time.monotonic()
         with self.log_path.open("ab") as log:
             self._log_offset = log.tell()
             self.process = subprocess.Popen(
@@ -145,15 +152,19 @@ class ArmServer:
                 env=env, start_new_session=True, preexec_fn=_terminate_with_parent,
             )
         _LIVE.add(self)
+
+    def wait_healthy(self) -> None:
+        """Wait for /health after ``launch``; a server that exits or times out first is stopped
+        and raises ArmStartError with vLLM's first error and its log's tail."""
         try:
-            self._wait_healthy(started)
+            self._poll_health()
         except BaseException:
             self.stop()
             raise
-        self.startup_s = time.monotonic() - started
+        self.startup_s = time.monotonic() - self._launched
 
-    def _wait_healthy(self, started: float) -> None:
-        deadline = started + self.startup_timeout_s
+    def _poll_health(self) -> None:
+        deadline = self._launched + self.startup_timeout_s
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 assert self.process is not None

@@ -36,7 +36,8 @@ class IdleServers:
     """Healthy vLLM servers on the fixture models, one per arm kind (baseline, draft, ngram; k=3),
     with the sweep's own server arguments (served as ``SERVED_MODEL_NAME``). ``idle_server(kind)``
     starts one the first time a test asks for it; ``start(*kinds)`` starts several side by side
-    (a start is mostly single-threaded imports, so two cores start them faster together)."""
+    (a start is mostly single-threaded imports, so two cores start them faster together). They
+    are launched from this thread, which outlives them (``ArmServer.launch``)."""
 
     def __init__(self, fixture_models: dict[str, str], logs: Path) -> None:
         config = server_config()
@@ -51,8 +52,15 @@ class IdleServers:
 
     def start(self, *kinds: str) -> None:
         new = {kind: self._server(kind) for kind in kinds if kind not in self.started}
-        with ThreadPoolExecutor(max_workers=len(new) or 1) as pool:
-            list(pool.map(ArmServer.start, new.values()))  # a failed start raises here, its server stopped
+        for server in new.values():
+            server.launch()
+        try:
+            for server in new.values():
+                server.wait_healthy()  # a failed start stops its server and raises
+        except BaseException:
+            for server in new.values():
+                server.stop()
+            raise
         self.started |= new
 
     def stop(self) -> None:

@@ -14,7 +14,6 @@ ENV_DIR := $(CACHE_DIR)/envs/$(ENV_KEY)
 ENV_STAMP := $(ENV_DIR)/.installed-stamp
 VENV := .venv
 BIN := $(VENV)/bin
-LINK_STAMP := .venv-linked
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MYPY_CACHE_DIR := $(ENV_DIR)/mypy-cache
@@ -33,16 +32,14 @@ $(ENV_STAMP):
 	$(ENV_DIR)/bin/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
 	touch $(ENV_STAMP)
 
-# This clone: `.venv` is the environment, and the editable install is this clone's.
-# (A `.venv` folder from before the shared environment is replaced by the link.)
-$(LINK_STAMP): $(ENV_STAMP) pyproject.toml
-	if [ -d $(VENV) ] && [ ! -L $(VENV) ]; then rm -rf $(VENV); fi
-	ln -sfn $(ENV_DIR) $(VENV)
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
-	echo $(ENV_DIR) > $(LINK_STAMP)
-
-install: $(LINK_STAMP)
+# This clone: `.venv` is the environment, and its editable install is this clone's (made again
+# whenever another clone made it last; a `.venv` folder from before the shared environment is
+# replaced by the link).
+install: $(ENV_STAMP)
+	@if [ -d $(VENV) ] && [ ! -L $(VENV) ]; then rm -rf $(VENV); fi
 	@test "$$(readlink $(VENV))" = "$(ENV_DIR)" || ln -sfn $(ENV_DIR) $(VENV)
+	@test "$$(cd / && env -u PYTHONPATH $(CURDIR)/$(BIN)/python -c 'import cli, pathlib; print(pathlib.Path(cli.__file__).parents[1])' 2>/dev/null)" = "$(CURDIR)" \
+		|| $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 
 # Headless Chromium for the MLflow UI browser test (Debian's package; needs root or sudo).
 browser:
@@ -70,7 +67,7 @@ bench: install
 	$(BIN)/python benchmarks/adaptive_stopping.py
 
 clean:
-	rm -rf $(VENV) $(LINK_STAMP) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # The shared environment itself (rebuilt by the next `make install`).
 clean-env: clean

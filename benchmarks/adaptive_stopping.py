@@ -27,10 +27,10 @@ from specfleet.errors import InputError
 from specfleet.results import CellResult, RequestRecord
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper, Precision, RequestStats, precision
-from tasks.config import load_sweep_config
-from tasks.loadgen.parquet import read_records_parquet
-from tasks.store import ResultsStore
-from tasks.sweep_plan import SWEEP_FILE
+from tasks.plan.config import load_sweep_config
+from tasks.plan.sweep_plan import SWEEP_FILE
+from tasks.store.parquet import read_records_parquet
+from tasks.store.results import ResultsStore
 
 EXACT = 1e-9
 """The target when every cell's intervals have zero width (identical requests): any positive one is met."""

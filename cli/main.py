@@ -31,7 +31,7 @@ def main(
 @app.command()
 def version(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Print the versions of specfleet, vLLM, Prefect, Ray and MLflow."""
-    from tasks.versions import stack_versions
+    from tasks.plan.versions import stack_versions
 
     versions = stack_versions()
     if as_json:
@@ -48,7 +48,7 @@ def validate(
 ) -> None:
     """Validate a sweep config and show the matrix it expands into."""
     from specfleet.contract import arm_plans, cell_identities
-    from tasks.config import load_sweep_config
+    from tasks.plan.config import load_sweep_config
 
     with exit_on_error():
         sweep = load_sweep_config(config)

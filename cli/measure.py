@@ -69,12 +69,12 @@ def measure(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Measure one cell against a running endpoint (a canary, a replica, an arm started by hand)."""
-    from tasks.cell import CellPlan, Endpoint, measure_cell
-    from tasks.endpoint_check import check_openai_endpoint
-    from tasks.energy import EnergyWindow, find_counter
+    from tasks.arm.cell import CellPlan, Endpoint, measure_cell
+    from tasks.arm.energy import EnergyWindow, find_counter
+    from tasks.engine.endpoint_check import check_openai_endpoint
     from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings
-    from tasks.prompt_sets import resolve_prompts
-    from tasks.store import ResultsStore
+    from tasks.plan.prompt_sets import resolve_prompts
+    from tasks.store.results import ResultsStore
 
     with exit_on_error():
         if (concurrency is None) == (rate is None):

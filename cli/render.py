@@ -1,6 +1,7 @@
 """Rich tables for people; ``--json`` output never goes through here."""
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from rich import box
 from rich.console import Console
@@ -9,10 +10,11 @@ from rich.table import Table
 from tasks.report.fmt import NA
 
 if TYPE_CHECKING:
-    from tasks.aggregate import SweepSummary
-    from tasks.prefect_artifacts import Column
+    from specfleet.summary import SweepSummary
+    from tasks.report.tables import Column
 
 console = Console()
+Row = TypeVar("Row")
 WIDE_COLUMNS = 160
 
 
@@ -41,7 +43,7 @@ def print_measurement(result: dict[str, object]) -> None:
         console.print(f"[yellow]note:[/yellow] {reason}")
 
 
-def _rich_table(title: str, rows: list[dict[str, object]], columns: list["Column"]) -> Table:
+def _rich_table(title: str, rows: Sequence[Row], columns: Sequence["Column[Row]"]) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     for name, _ in columns:
         table.add_column(name, overflow="fold")
@@ -52,13 +54,7 @@ def _rich_table(title: str, rows: list[dict[str, object]], columns: list["Column
 
 def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
     """Cost table, decisions, negative-result cells, k policy; every figure from the stored cells."""
-    from tasks.prefect_artifacts import (
-        COST_COLUMNS,
-        NEGATIVE_COLUMNS,
-        OVERHEAD_COLUMNS,
-        k_policy_lines,
-        overhead_rows,
-    )
+    from tasks.report.tables import COST_COLUMNS, NEGATIVE_COLUMNS, OVERHEAD_COLUMNS, k_policy_lines
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold tables
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
@@ -66,19 +62,19 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
               f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed); "
               f"{summary.servers_started} servers started")
     if summary.cost_table:
-        out.print(f"hardware: {summary.cost_table[0]['hardware']}")
+        out.print(f"hardware: {summary.cost_table[0].hardware}")
     out.print(_rich_table("Cost per million SLO-qualified tokens", summary.cost_table, COST_COLUMNS))
     out.print("[bold]Decisions[/bold]")
     for row in summary.cost_table:
-        colour = "green" if row["verdict"] == "adopt" else "red"
-        out.print(f"  [{colour}]{row['verdict']}[/{colour}] {row['method']} k={row['k']} "
-                  f"{row['prompt_class']} {_fmt(row['load_mode'])}={row['load_value']:g}: {row['reason']}")
+        colour = "green" if row.verdict == "adopt" else "red"
+        out.print(f"  [{colour}]{row.verdict}[/{colour}] {row.method} k={row.k} "
+                  f"{row.prompt_class} {row.load_mode}={row.load_value:g}: {row.reason}")
     out.print(_rich_table("Negative-result cells", summary.negative_cells, NEGATIVE_COLUMNS))
     out.print("[bold]k policy[/bold] (specfleet rule, all prompt classes)")
-    for policy in (p for p in summary.k_policy if p["peer"] is None):
+    for policy in (p for p in summary.k_policy if p.peer is None):
         for line in k_policy_lines(policy):
             out.print(f"  {line}", markup=False)
-    out.print(_rich_table("Sweep overhead (arms run now)", overhead_rows(summary), OVERHEAD_COLUMNS))
+    out.print(_rich_table("Sweep overhead (arms run now)", summary.arms, OVERHEAD_COLUMNS))
     for note in [*summary.notes, *summary.failed_cells]:
         out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
     out.print(f"results: {summary.results_dir}")
@@ -87,7 +83,7 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
 
 def mlflow_ui_hint(tracking_uri: str) -> str:
     """A server is opened in a browser; a local store through ``mlflow ui`` on loopback."""
-    from tasks.tracking import shown_uri
+    from tasks.tracking.runs import shown_uri
 
     if tracking_uri.startswith(("http://", "https://")):
         return f"open {shown_uri(tracking_uri)}"

@@ -30,8 +30,8 @@ def report(
     from tasks.report.content import build_content
     from tasks.report.load import find_sweep_dir, load_report_data
     from tasks.report.publish import log_to_sweep_run, write_report
-    from tasks.tracking import tracking_uri as resolve_uri
-    from tasks.tracking import use_short_http_retries
+    from tasks.tracking.runs import tracking_uri as resolve_uri
+    from tasks.tracking.runs import use_short_http_retries
 
     with exit_on_error():
         folder = find_sweep_dir(sweep, results_dir)

@@ -8,7 +8,7 @@ import typer
 from cli.errors import ExitCode, exit_on_error
 
 if TYPE_CHECKING:
-    from tasks.aggregate import SweepSummary
+    from specfleet.summary import SweepSummary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
@@ -22,10 +22,10 @@ ResultsDir = Annotated[Path, typer.Option("--results-dir", help="Per-cell result
 def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path) -> "SweepSummary":
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
-    from tasks.preflight import check_inputs
-    from tasks.ray_arms import ctrl_c_stops_the_sweep
-    from tasks.sweep_plan import open_sweep
-    from tasks.tracking import tracking_uri as resolve_uri
+    from tasks.cluster.interrupt import ctrl_c_stops_the_sweep
+    from tasks.plan.preflight import check_inputs
+    from tasks.plan.sweep_plan import open_sweep
+    from tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error():
         check_inputs(config)  # bad input exits 2 before Prefect, Ray or an engine starts
@@ -64,9 +64,9 @@ def revalidate(
     """Compare the fingerprint with the last finished sweep's; on a change, emit the event and sweep."""
     from cli.render import print_sweep_summary
     from flows.revalidate import revalidate_flow
-    from tasks.preflight import check_inputs
-    from tasks.ray_arms import ctrl_c_stops_the_sweep
-    from tasks.tracking import tracking_uri as resolve_uri
+    from tasks.cluster.interrupt import ctrl_c_stops_the_sweep
+    from tasks.plan.preflight import check_inputs
+    from tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error():
         check_inputs(config)
@@ -86,10 +86,10 @@ def sync(
 ) -> None:
     """Log a sweep's stored results to MLflow (after an outage); running it twice creates nothing new."""
     from flows.sync import sync_flow
-    from tasks.config import load_sweep_config
-    from tasks.sweep_plan import open_sweep
-    from tasks.tracking import require_reachable, shown_uri
-    from tasks.tracking import tracking_uri as resolve_uri
+    from tasks.plan.config import load_sweep_config
+    from tasks.plan.sweep_plan import open_sweep
+    from tasks.tracking.runs import require_reachable, shown_uri
+    from tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error():
         stored = open_sweep(results_dir, sweep_id)[1]

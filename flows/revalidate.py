@@ -14,11 +14,11 @@ from pydantic import Field
 from flows.sweep import DEFAULT_RESULTS_DIR, sweep_flow
 from specfleet.contract.base import RecordModel
 from specfleet.fingerprint import Fingerprint, changed_parts
-from tasks.aggregate import SweepSummary
-from tasks.config import load_sweep_config
-from tasks.fingerprint import compute_fingerprint
-from tasks.models import resolve_models
-from tasks.tracking import last_validated, tracking_uri
+from specfleet.summary import SweepSummary
+from tasks.plan.config import load_sweep_config
+from tasks.plan.fingerprint import compute_fingerprint
+from tasks.plan.models import resolve_models
+from tasks.tracking.runs import last_validated, tracking_uri
 
 EVENT = "specfleet.fingerprint.changed"
 NEVER_VALIDATED = "no validated sweep"

@@ -16,12 +16,15 @@ from prefect import flow, get_run_logger
 from prefect.exceptions import TerminationSignal
 from rich.console import Console
 
-from tasks.aggregate import SweepSummary, aggregate
-from tasks.prefect_artifacts import publish_prefect_artifacts, summary_markdown
-from tasks.ray_arms import CellProgress, raise_if_interrupted, ray_session, run_stage
-from tasks.store import atomic_write_text
-from tasks.sweep_plan import plan_sweep
-from tasks.tracking import SweepTracker, tracking_uri
+from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
+from flows.tracker import SweepTracker
+from specfleet.summary import SweepSummary
+from tasks.cluster.interrupt import raise_if_interrupted
+from tasks.cluster.progress import CellProgress
+from tasks.cluster.session import ray_session
+from tasks.report.markdown import summary_markdown
+from tasks.store.results import atomic_write_text
+from tasks.tracking.runs import tracking_uri
 
 DEFAULT_RESULTS_DIR = "results"
 

@@ -10,11 +10,11 @@ from pydantic import Field
 from flows.sweep import DEFAULT_RESULTS_DIR
 from specfleet.contract.base import RecordModel
 from specfleet.fingerprint import Fingerprint
-from tasks.aggregate import SweepSummary
-from tasks.config import load_sweep_config
+from specfleet.summary import SweepSummary
+from tasks.plan.config import load_sweep_config
+from tasks.plan.sweep_plan import open_sweep
 from tasks.report.publish import REPORT_HTML, REPORT_MARKDOWN, log_to_sweep_run
-from tasks.sweep_plan import open_sweep
-from tasks.tracking import (
+from tasks.tracking.runs import (
     close_sweep_run,
     log_cell_runs,
     log_sweep_summary,

@@ -73,7 +73,3 @@ def negative_cells(decisions: Sequence[Decision], config: SweepConfig) -> list[D
     """Every cell where speculation did not beat the baseline beyond noise, with its reason."""
     return [row for row in decision_rows(decisions, config) if row.verdict == "reject"]
 
-
-def rows_as_dicts(rows: Sequence[DecisionRow]) -> list[dict[str, object]]:
-    """Plain JSON-ready dicts, one per row, columns in a fixed order."""
-    return [row.model_dump(mode="json") for row in rows]

@@ -19,7 +19,7 @@ from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.contract.workload import SLOSpec
 from specfleet.errors import InputError
-from specfleet.fleet import FleetCost, fleet_cost
+from specfleet.cost import FleetCost, fleet_cost
 from specfleet.results.cell import CellResult
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.noise import ConfigKey, baseline_noise, config_key, noise_for

@@ -220,14 +220,25 @@ def compare_policies(ours: KPolicy, peer: KPolicy) -> list[str]:
     return lines or ["both rules choose the same k at every batch size"]
 
 
+PEER_MIN_RUNS = 3
+"""vllm#49163 refuses fewer repeated runs per (batch, k); kept as the peer wrote it."""
+
+
 class KPolicyReport(RecordModel):
     specfleet: KPolicy
     peer: KPolicy | None = Field(description="None for the all-classes policy: the peer is run per class.")
     differences: list[str]
+    speculative_config: dict[str, object] | None = Field(
+        description="The specfleet rule's ready-to-paste vLLM speculative_config (KPolicy.speculative_config).")
+
+
+def _report(mine: KPolicy, peer: KPolicy | None, differences: list[str]) -> KPolicyReport:
+    return KPolicyReport(specfleet=mine, peer=peer, differences=differences,
+                         speculative_config=mine.speculative_config())
 
 
 def k_policy_reports(
-    decisions: Sequence[Decision], cells: Sequence[CellResult], config: SweepConfig, peer_min_runs: int = 3,
+    decisions: Sequence[Decision], cells: Sequence[CellResult], config: SweepConfig, peer_min_runs: int = PEER_MIN_RUNS,
 ) -> list[KPolicyReport]:
     """Per speculative arm and sampling: the deployable all-classes specfleet policy, then each
     prompt class with both rules on the same cells and their differences."""
@@ -242,9 +253,9 @@ def k_policy_reports(
     speculative = [a.name for a in config.arms if a.method != "baseline"] if config.load.concurrency else []
     for name in speculative:
         for sampling in (s.name for s in config.sampling):
-            reports.append(KPolicyReport(specfleet=ours(name, None, sampling), peer=None, differences=[]))
+            reports.append(_report(ours(name, None, sampling), None, []))
             for pc in (p.name for p in config.prompt_classes):
                 mine = ours(name, pc, sampling)
                 peer = peer_k_policy(cells, plans, name, prompt_class=pc, sampling=sampling, min_runs=peer_min_runs)
-                reports.append(KPolicyReport(specfleet=mine, peer=peer, differences=compare_policies(mine, peer)))
+                reports.append(_report(mine, peer, compare_policies(mine, peer)))
     return reports

@@ -23,7 +23,7 @@ from types import TracebackType
 import httpx
 
 from specfleet.server_args import SERVER_MODULE
-from tasks.versions import engine_distribution
+from tasks.plan.versions import engine_distribution
 
 _LIVE: set["ArmServer"] = set()
 _PR_SET_PDEATHSIG = 1

@@ -1,4 +1,4 @@
-"""Load generation: a streaming OpenAI client, closed/open-loop drivers, record Parquet."""
+"""Load generation: a streaming OpenAI client and closed/open-loop drivers producing RequestRecords."""
 
 from tasks.loadgen.client import REQUEST_FUNCS, Endpoint, RequestSettings, request_chat, request_completion
 from tasks.loadgen.drivers import (
@@ -10,16 +10,9 @@ from tasks.loadgen.drivers import (
     poisson_offsets_ns,
     run_load,
 )
-from tasks.loadgen.parquet import (
-    RECORDS_SCHEMA,
-    frame_to_records,
-    read_records_parquet,
-    records_to_frame,
-    write_records_parquet,
-)
 
 __all__ = [
-    "REQUEST_FUNCS", "RECORDS_SCHEMA", "ClosedLoop", "Endpoint", "Load", "LoadResult", "LoopLag",
-    "PoissonArrivals", "RequestSettings", "frame_to_records", "poisson_offsets_ns", "read_records_parquet",
-    "records_to_frame", "request_chat", "request_completion", "run_load", "write_records_parquet",
+    "REQUEST_FUNCS", "ClosedLoop", "Endpoint", "Load", "LoadResult", "LoopLag",
+    "PoissonArrivals", "RequestSettings", "poisson_offsets_ns",
+    "request_chat", "request_completion", "run_load",
 ]

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from specfleet.decision_table import DecisionRow, negative_cells
+from specfleet.decision_table import DecisionRow, decision_rows, negative_cells
 from specfleet.kpolicy import KPolicy
 from tasks.report.diff import SweepDiff, diff_sweeps
 from tasks.report.load import ReportData
@@ -47,6 +47,8 @@ class ReportContent:
     acceptance_missing: dict[str, str]
     kv: list[KVRow]
     energy: list[EnergyRow]
+    rows: list[DecisionRow]
+    """One row per decision, in the decisions' order."""
     negative: list[DecisionRow]
     contract: list[tuple[str, list[tuple[str, str]]]]
     diff: SweepDiff | None
@@ -56,6 +58,7 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
     """``draft_cost_ratio`` is the c the modelled lines assume; ``against`` adds the diff."""
     ks, grid = modelled_grid(data.config, draft_cost_ratio)
     rates, missing = acceptance_by_position(data)
+    rows = decision_rows(data.decisions, data.config)
     return ReportContent(
         data=data, draft_cost_ratio=draft_cost_ratio,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -64,6 +67,7 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
         maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
         latency=latency_curves(data), read_together=read_together_notes(data),
         acceptance=rates, acceptance_missing=missing,
-        kv=kv_rows(data), energy=energy_rows(data), negative=negative_cells(data.decisions, data.config),
+        kv=kv_rows(data), energy=energy_rows(data), rows=rows,
+        negative=negative_cells(data.decisions, data.config),
         contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,
     )

@@ -7,7 +7,7 @@ from specfleet.decisions import Decision
 from specfleet.fingerprint import changed_parts
 from tasks.report.load import ReportData
 from tasks.report.views import load_label, row_label
-from tasks.tracking_names import contract_params
+from tasks.tracking.names import contract_params
 
 ABSENT = "(absent)"
 DecisionKey = tuple[str, str, str, str, float]

@@ -1,5 +1,5 @@
-"""Text formats shared by the HTML and markdown reports. A missing figure prints as ``NA``, the one
-definition the CLI tables and the Prefect artifacts use too."""
+"""Number formats shared by every text specfleet shows (HTML and markdown reports, the sweep summary,
+the CLI tables). A missing figure prints as ``NA``, defined once here."""
 
 import json
 
@@ -17,12 +17,16 @@ def pct(value: float | None, signed: bool = True) -> str:
 
 
 def speedup(interval: Interval | None) -> str:
+    return NA if interval is None else speedup_range(interval.estimate, interval.low, interval.high)
+
+
+def speedup_range(estimate: float | None, low: float | None, high: float | None) -> str:
     """``1.23x [1.10, 1.35]``; the bracket is left out when the interval could not be formed."""
-    if interval is None:
+    if estimate is None:
         return NA
-    if interval.low is None or interval.high is None:
-        return f"{interval.estimate:.2f}x"
-    return f"{interval.estimate:.2f}x [{interval.low:.2f}, {interval.high:.2f}]"
+    if low is None or high is None:
+        return f"{estimate:.2f}x"
+    return f"{estimate:.2f}x [{low:.2f}, {high:.2f}]"
 
 
 def saving_range(low: float | None, high: float | None) -> str:

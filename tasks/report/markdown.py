@@ -1,11 +1,40 @@
-"""The markdown summary: the decision up front, the k policies, the negative cells and the
-gates, pointing at the HTML report for the figures."""
+"""The two markdown documents of a sweep, built from the same tables (``tasks.report.tables``):
+the sweep summary the flow writes when it finishes (``summary.md``, MLflow, the Prefect
+artifact), and the report's summary (``specfleet report``): the decision up front, the k
+policies, the negative cells and the gates, pointing at the HTML report for the figures."""
 
-from specfleet.decision_table import decision_rows
-from tasks.prefect_artifacts import COST_COLUMNS, NEGATIVE_COLUMNS, markdown_table
+from specfleet.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
+from tasks.report.tables import COST_COLUMNS, NEGATIVE_COLUMNS, OVERHEAD_COLUMNS, k_policy_lines, markdown_table
 from tasks.report.views import load_label
+
+
+def summary_markdown(summary: SweepSummary) -> str:
+    """The sweep summary: counts, cost table, negative cells, k policy, overhead, gates, notes."""
+    hardware = summary.cost_table[0].hardware if summary.cost_table else None
+    parts = [
+        f"# Sweep {summary.sweep_id}\n\n",
+        f"Config `{summary.config_name}`, fingerprint `{summary.fingerprint}`"
+        + (f", {hardware}" if hardware else "") + ".\n",
+        f"Cells: {summary.cells_complete}/{summary.cells_planned} complete ({summary.cells_ok} ok, "
+        f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed); "
+        f"{summary.servers_started} servers started in this run.\n",
+        "\n## Cost per million SLO-qualified tokens and decisions\n\n",
+        markdown_table(summary.cost_table, COST_COLUMNS),
+        "\n## Negative-result cells\n\n", markdown_table(summary.negative_cells, NEGATIVE_COLUMNS),
+        "\n## k policy (specfleet rule, all prompt classes)\n\n```\n",
+        *(line + "\n" for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)),
+        "```\n\n## Sweep overhead (this run's arms)\n\n", markdown_table(summary.arms, OVERHEAD_COLUMNS),
+        "\n## Equivalence gates\n\n",
+        *(f"- {arm}: {g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}\n"
+          for arm, gates in summary.gates.items() for g in gates),
+    ]
+    if summary.notes:
+        parts += ["\n## Notes\n\n", *(f"- {note}\n" for note in summary.notes)]
+    if summary.failed_cells:
+        parts += ["\n## Failed cells (resume to measure them)\n\n", *(f"- {f}\n" for f in summary.failed_cells)]
+    return "".join(parts)
 
 
 def _decision_lines(content: ReportContent) -> list[str]:
@@ -73,15 +102,14 @@ def _diff_lines(content: ReportContent) -> list[str]:
 
 def render_markdown(content: ReportContent, html_name: str) -> str:
     d = content.data
-    rows = [r.model_dump(mode="json") for r in decision_rows(d.decisions, d.config)]
     lines = [
         f"# specfleet report: sweep {d.sweep_id}", "",
         f"Config `{d.config.name}`, fingerprint `{d.fingerprint.digest}`, {len(d.cells)} stored cells; "
         f"decisions from {d.decisions_source}. Figures: `{html_name}`. Generated {content.generated_at}.", "",
         "## Decision per prompt class", "", *_decision_lines(content), *_policy_lines(content),
-        "## All decisions", "", markdown_table(rows, COST_COLUMNS),
+        "## All decisions", "", markdown_table(content.rows, COST_COLUMNS),
         f"## Negative-result cells ({len(content.negative)})", "",
-        markdown_table([r.model_dump(mode="json") for r in content.negative], NEGATIVE_COLUMNS).rstrip("\n"),
+        markdown_table(content.negative, NEGATIVE_COLUMNS).rstrip("\n"),
         *_measurement_lines(content), *_diff_lines(content),
     ]
     if d.failed_cells:

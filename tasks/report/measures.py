@@ -18,7 +18,7 @@ from specfleet.metrics import (
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
 from tasks.report.load import ReportData
 from tasks.report.views import load_label
-from tasks.tracking_names import contract_params
+from tasks.tracking.names import contract_params
 
 Series = Callable[[Iterable[RequestRecord]], list[float]]
 PERCENTILES = ("p50", "p95", "p99")

@@ -10,8 +10,8 @@ from mlflow import MlflowClient
 from tasks.report.content import ReportContent
 from tasks.report.html import render_html
 from tasks.report.markdown import render_markdown
-from tasks.store import atomic_write_text
-from tasks.tracking import SWEEP_RUNS
+from tasks.store.results import atomic_write_text
+from tasks.tracking.runs import SWEEP_RUNS
 
 REPORT_HTML = "report.html"
 REPORT_MARKDOWN = "report.md"

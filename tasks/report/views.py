@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
-from specfleet.fleet import fleet_cost
+from specfleet.cost import fleet_cost
 from specfleet.kpolicy import KPolicy
 from specfleet.stats.bootstrap import Interval
 from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans, parse_sweep_config
 from specfleet.server_args import server_args, server_env
-from tasks.arm import SERVED_MODEL_NAME
+from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer
 from tests.integration.sweep_configs import fast_start

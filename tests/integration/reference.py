@@ -22,7 +22,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 
 from specfleet.results import CellResult
-from tasks.store import MIRROR_ENV, ResultsStore
+from tasks.store.results import MIRROR_ENV, ResultsStore
 from tests.integration.s3_server import S3Server
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, tiny_sweep_config

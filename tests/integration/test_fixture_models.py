@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 from cli.main import app
 from specfleet.prompts import PromptItem
 from specfleet.telemetry import parse_spec_decode_counters, spec_decode_delta
-from tasks.arm import SERVED_MODEL_NAME
+from tasks.arm.lifecycle import SERVED_MODEL_NAME
+from tasks.arm.probes import ProbeEndpoint, greedy_probe
 from tasks.engine.server import ArmServer
 from tasks.fixtures.build import build_fixtures
-from tasks.probes import ProbeEndpoint, greedy_probe
-from tasks.prompt_sets import bundled_names, resolve_prompts
+from tasks.plan.prompt_sets import bundled_names, resolve_prompts
 from tests.integration.idle_servers import IdleServers
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]

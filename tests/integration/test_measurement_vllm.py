@@ -22,11 +22,11 @@ from specfleet.contract import SweepConfig, arm_plans, cell_identities
 from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming
 from specfleet.server_args import server_args, server_env
-from tasks.arm import run_arm
+from tasks.arm.lifecycle import run_arm
 from tasks.engine.server import ArmServer, ArmStartError
-from tasks.loadgen import read_records_parquet
-from tasks.prompt_sets import load_prompt_class
-from tasks.store import ResultsStore
+from tasks.plan.prompt_sets import load_prompt_class
+from tasks.store.parquet import read_records_parquet
+from tasks.store.results import ResultsStore
 from tests.integration.idle_servers import server_config
 from tests.integration.processes import live_engine_pids, new_server_serving
 from tests.integration.reference import ARMS, GREEDY_PROMPTS, GREEDY_TOKENS, MAX_TOKENS, REQUESTS, ReferenceSweep

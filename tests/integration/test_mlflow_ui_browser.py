@@ -21,8 +21,8 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from cli.report import report
-from tasks.sweep_plan import plan_sweep
-from tasks.tracking import log_cell_runs, open_sweep_run
+from tasks.plan.sweep_plan import plan_sweep
+from tasks.tracking.runs import log_cell_runs, open_sweep_run
 from tests.integration.reference import Tracking
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
@@ -76,11 +76,11 @@ def test_cell_runs_listed_with_acceptance_and_latency_columns(
         tracking: Tracking, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     write_config(tmp_path)
-    plan = plan_sweep.fn(tmp_path / "sweep.yaml", None, tmp_path / "results")
+    plan = plan_sweep(tmp_path / "sweep.yaml", None, tmp_path / "results")
     cells = [store_cell(plan.store, plan.config, ident, key, records(gap_ms=5)) for key, ident in plan.cells.items()]
     uri = tracking.uri
-    parent = open_sweep_run.fn(uri, plan.config, plan.sweep_id, plan.fingerprint)
-    assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == len(cells)
+    parent = open_sweep_run(uri, plan.config, plan.sweep_id, plan.fingerprint)
+    assert log_cell_runs(uri, parent, cells, plan.store, plan.fingerprint.digest) == len(cells)
     client = MlflowClient(uri)
     experiment = client.get_run(parent).info.experiment_id
     view = {"searchFilter": "tags.run_kind = 'cell'", "orderByKey": "attributes.run_name", "orderByAsc": True,

@@ -5,7 +5,7 @@ sweep's own `ray_session`. Token authentication is off here (`RAY_AUTH_MODE=disa
 reads the mode once per process, and this driver shares its process with other tests.
 
 Placement and retry are first shown with light remote functions that carry the sweep's own
-resource request (`arm_resources`) and result shape (parsed by the sweep's `_report`): a
+resource request (`arm_resources`) and result shape (parsed by the sweep's `arm_report`): a
 vLLM arm per node would need two engines on two shared cores. Then a real sweep (the CLI,
 vLLM arms) runs on the cluster: its first arm is steered to node B (the head's arm slot is
 held), node B is killed while that arm's server is serving, and the sweep finishes with
@@ -31,10 +31,11 @@ import pytest
 import ray
 
 from specfleet.contract import arm_plans
-from tasks.config import load_sweep_config
+from tasks.cluster.session import ARM_RESOURCE, arm_resources, ray_session
+from tasks.cluster.stage import ARM_RETRIES, arm_report, arm_task
 from tasks.engine.ports import free_port
-from tasks.ray_arms import ARM_RESOURCE, ARM_RETRIES, _arm_task, _report, arm_resources, ray_session
-from tasks.sweep_plan import ArmWork
+from tasks.plan.config import load_sweep_config
+from tasks.plan.sweep_plan import ArmWork
 from tests.integration.processes import engine_processes, new_server_serving
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, tiny_sweep_config
@@ -212,9 +213,9 @@ def test_arms_land_on_both_nodes(driver: dict[str, Any], tmp_path: Path) -> None
 
 def test_a_lost_node_is_retried_on_the_head(cluster: Cluster, driver: dict[str, Any], tmp_path: Path) -> None:
     """With the sweep's own retry setting the arm on the lost node reruns on the head and
-    comes back through the sweep's `_report` without an error."""
+    comes back through the sweep's `arm_report` without an error."""
     options = {k: v for k, v in driver.items() if k != "first"} | {"max_retries": ARM_RETRIES}
-    assert _arm_task._default_options["max_retries"] == ARM_RETRIES >= 1  # type: ignore[attr-defined]
+    assert arm_task._default_options["max_retries"] == ARM_RETRIES >= 1  # type: ignore[attr-defined]
     nodes = _alive_nodes()
     refs = {arm: light_arm.options(**options).remote(arm, 10.0, str(tmp_path)) for arm in ("baseline", "ngram")}
     first = _wait_for_marks(tmp_path, list(refs))
@@ -225,7 +226,7 @@ def test_a_lost_node_is_retried_on_the_head(cluster: Cluster, driver: dict[str, 
     attempts = (tmp_path / on_b).read_text().split()
     assert [nodes[n] for n in attempts] == [NODE_B_IP, HEAD_IP]
     assert _alive_nodes()[results[on_b]["node"]] == HEAD_IP
-    reports = {arm: _report(_work(arm), ref) for arm, ref in refs.items()}
+    reports = {arm: arm_report(_work(arm), ref) for arm, ref in refs.items()}
     assert all(report.error is None for report in reports.values())
 
 

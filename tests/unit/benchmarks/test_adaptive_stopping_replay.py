@@ -10,8 +10,8 @@ from benchmarks.adaptive_stopping import budget_precision, main, replay_cell
 from specfleet.contract import CellIdentity, SLOSpec
 from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.results.records import RequestRecord
-from tasks.store import ResultsStore
-from tasks.sweep_plan import SWEEP_FILE
+from tasks.plan.sweep_plan import SWEEP_FILE
+from tasks.store.results import ResultsStore
 from tests.unit.tasks.sweep_data import MS, load, records, store_cell, write_config
 
 SLO = SLOSpec(ttft_ms=50, itl_ms=20)  # the fixture config's SLO

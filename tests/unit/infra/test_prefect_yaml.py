@@ -12,7 +12,7 @@ from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
 from prefect.flows import load_flow_from_entrypoint
 
 from flows.revalidate import EVENT
-from tasks.config import load_sweep_config
+from tasks.plan.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = yaml.safe_load((ROOT / "infra" / "prefect" / "prefect.yaml").read_text())

@@ -7,7 +7,7 @@ import pytest
 
 from specfleet.contract import parse_sweep_config
 from specfleet.contract.matrix import CellIdentity
-from specfleet.decision_table import decision_rows, negative_cells, rows_as_dicts
+from specfleet.decision_table import decision_rows, negative_cells
 from specfleet.decisions import Decision, decide_all
 from specfleet.errors import InputError
 from specfleet.results.cell import CellResult, DistributionSummary, EnergyReading, SpecDecodeStats, Throughput
@@ -172,7 +172,7 @@ def test_negative_cells_carry_the_same_detail() -> None:
     negative = negative_cells(decisions, CONFIG)
     assert len(rows) == 2
     assert [r.k for r in negative] == [2]
-    row = rows_as_dicts(negative)[0]
+    row = negative[0].model_dump(mode="json")
     assert row["reason_code"] == "cost_not_lower"
     assert row["engine"] == "vllm"
     assert row["engine_version"] == "0.32.0"
@@ -181,7 +181,7 @@ def test_negative_cells_carry_the_same_detail() -> None:
     assert row["method"] == "draft_model"
     assert row["acceptance_rate"] == pytest.approx(0.6)
     assert "cpu" in str(row["hardware"])
-    assert set(row) == set(rows_as_dicts(rows)[0])
+    assert set(row) == set(rows[0].model_dump(mode="json"))
 
 
 def test_noise_floor_per_configuration_and_sweep_fallback() -> None:

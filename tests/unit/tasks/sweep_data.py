@@ -8,8 +8,8 @@ from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from tasks.loadgen.parquet import write_records_parquet
-from tasks.store import ResultsStore
+from tasks.store.parquet import write_records_parquet
+from tasks.store.results import ResultsStore
 
 MS = 1_000_000
 TOKENS = 8

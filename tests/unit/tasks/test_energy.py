@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.energy import EnergyWindow, find_counter, nvml_counter, rapl_counter
+from tasks.arm.energy import EnergyWindow, find_counter, nvml_counter, rapl_counter
 
 
 def _zone(root: Path, name: str, energy_uj: int, range_uj: int) -> Path:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 
 from specfleet.results.records import RequestRecord
-from tasks.loadgen.parquet import (
+from tasks.store.parquet import (
     RECORDS_SCHEMA,
     frame_to_records,
     read_records_parquet,

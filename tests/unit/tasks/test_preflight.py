@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from specfleet.contract import parse_sweep_config
-from tasks.preflight import tokenizer_warnings, vocabulary
+from tasks.plan.preflight import tokenizer_warnings, vocabulary
 
 ROOT = Path(__file__).resolve().parents[3]
 

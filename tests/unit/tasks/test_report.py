@@ -17,15 +17,16 @@ from typer.testing import CliRunner
 
 from cli.report import report
 from specfleet.contract import CellIdentity, SweepConfig
+from specfleet.gates import EquivalenceProbe
 from specfleet.metrics import assemble_cell
 from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from tasks.aggregate import aggregate
+from tasks.analysis.aggregate import aggregate
 from tasks.engine.ports import free_port
-from tasks.loadgen.parquet import write_records_parquet
+from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.publish import log_to_sweep_run
-from tasks.store import ResultsStore
-from tasks.sweep_plan import SweepPlan, plan_sweep
+from tasks.store.parquet import write_records_parquet
+from tasks.store.results import ResultsStore
 from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
 
 CONFIG = """
@@ -97,14 +98,16 @@ def _store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, k
 def _store_probes(store: ResultsStore) -> None:
     greedy = {"p0": [1, 2, 3], "p1": [4, 5, 6]}
     sampled = {pid: [[1, 2]] * 20 + [[1, 3]] * 20 for pid in greedy}
-    store.write_json("equivalence/baseline.json", {"greedy": greedy, "greedy_repeat": greedy, "stochastic": sampled})
+    store.write_json("equivalence/baseline.json",
+                     EquivalenceProbe(arm="baseline", greedy=greedy, greedy_repeat=greedy, stochastic=sampled))
     for arm in ("draft-k2", "draft-k3"):
-        store.write_json(f"equivalence/{arm}.json", {"greedy": greedy, "stochastic": sampled})
-    store.write_json("equivalence/ngram-k3.json", {"greedy": {"p0": [1, 2, 9], "p1": [4, 5, 6]}})
+        store.write_json(f"equivalence/{arm}.json", EquivalenceProbe(arm=arm, greedy=greedy, stochastic=sampled))
+    diverging = {"p0": [1, 2, 9], "p1": [4, 5, 6]}
+    store.write_json("equivalence/ngram-k3.json", EquivalenceProbe(arm="ngram-k3", greedy=diverging))
 
 
 def _sweep(config_path: Path, results: Path, scale: float) -> SweepPlan:
-    plan = plan_sweep.fn(config_path, None, results)
+    plan = plan_sweep(config_path, None, results)
     for key, ident in plan.cells.items():
         _store_cell(plan.store, plan.config, ident, key, scale)
     _store_probes(plan.store)
@@ -125,7 +128,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> Sweeps:
     config = root / "sweep.yaml"
     config.write_text(CONFIG.format(target=target, draft=draft, tokens=TOKENS))
     first = _sweep(config, root / "results", scale=1.0)
-    first.store.write_json("summary.json", aggregate.fn(first, []))  # as the flow writes it
+    first.store.write_json("summary.json", aggregate(first, []))  # as the flow writes it
     return Sweeps(root, first, _sweep(config, root / "results", scale=1.5))  # no summary: recomputed
 
 

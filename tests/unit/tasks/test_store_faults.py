@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tasks.store import ResultsStore
+from tasks.store.results import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -15,7 +15,7 @@ FILL_DISK = """
 import resource, signal, sys
 from specfleet.errors import StorageFull
 from pathlib import Path
-from tasks.store import ResultsStore
+from tasks.store.results import ResultsStore
 
 store = ResultsStore(Path(sys.argv[1]), "full-disk")
 store.write_json("cells/first.json", {"key": "first"})

@@ -5,15 +5,17 @@ from pathlib import Path
 
 import pytest
 
+from specfleet.decision_table import DecisionRow
 from specfleet.errors import InputError
-from tasks.aggregate import aggregate
-from tasks.prefect_artifacts import COST_COLUMNS, markdown_table, summary_markdown
-from tasks.sweep_plan import SweepPlan, plan_sweep
+from tasks.analysis.aggregate import aggregate
+from tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from tasks.report.markdown import summary_markdown
+from tasks.report.tables import COST_COLUMNS, markdown_table
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
 
 def _plan(tmp_path: Path, resume: str | None = None) -> SweepPlan:
-    return plan_sweep.fn(tmp_path / "sweep.yaml", resume, tmp_path / "results")
+    return plan_sweep(tmp_path / "sweep.yaml", resume, tmp_path / "results")
 
 
 def _measure(plan: SweepPlan, arms: set[str], phase: str = "main", gap_ms: int = 5) -> None:
@@ -70,24 +72,27 @@ def test_aggregate_gates_decisions_and_failures(tmp_path: Path) -> None:
     _measure(plan, {"baseline"}, phase="baseline_end", gap_ms=5)
     _probe(plan, "baseline", [1, 2], repeat=True)
     _probe(plan, "draft-k2", [1, 3])  # diverges at position 1: the greedy gate fails
-    summary = aggregate.fn(plan, [])
+    summary = aggregate(plan, [])
     assert summary.cells_complete == 2 and summary.servers_started == 0
     assert summary.failed_cells == ["draft-k2 / code / c1 / greedy / r0: not measured"]
     assert summary.run_status == "FAILED"
     assert not summary.gates["draft-k2"][0].passed
     assert summary.cost_table == []  # an unmeasured arm has no decision: it is listed as failed
     _measure(plan, {"draft-k2"}, gap_ms=4)
-    summary = aggregate.fn(plan, [])
+    summary = aggregate(plan, [])
     assert not summary.failed_cells and summary.run_status == "FINISHED"
     row = summary.cost_table[0]
-    assert row["reason_code"] == "gate_failed" and row["acceptance_rate"] == 0.75
+    assert row.reason_code == "gate_failed" and row.acceptance_rate == 0.75
     markdown = summary_markdown(summary)
     assert "| draft_model | 2 | code | c1 | 0.75 |" in markdown
     assert "greedy_exact_match FAILED" in markdown and "speculation adopted at no level" in markdown
 
 
 def test_unmeasured_figures_print_as_na() -> None:
-    row = {"method": "ngram", "k": 3, "prompt_class": "chat", "concurrency": 4, "acceptance_rate": None,
-           "qualified_tps_speedup": None, "verdict": "reject", "reason_code": "baseline_not_usable"}
+    unmeasured = dict.fromkeys(DecisionRow.model_fields)
+    row = DecisionRow.model_validate(unmeasured | {
+        "method": "ngram", "k": 3, "prompt_class": "chat", "concurrency": 4, "load_mode": "concurrency",
+        "load_value": 4.0, "verdict": "reject", "reason_code": "baseline_not_usable", "reason": "no baseline",
+        "engine": "vllm", "hardware": "cpu", "sampling": "greedy"})
     table = markdown_table([row], COST_COLUMNS)
     assert "| ngram | 3 | chat | c4 | n/a | n/a | n/a |" in table and "baseline_not_usable" in table

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from tasks.aggregate import aggregate
-from tasks.prefect_artifacts import summary_markdown
-from tasks.sweep_plan import plan_sweep
-from tasks.tracking import close_sweep_run, last_validated, log_cell_runs, log_sweep_summary, open_sweep_run
+from tasks.analysis.aggregate import aggregate
+from tasks.plan.sweep_plan import plan_sweep
+from tasks.report.markdown import summary_markdown
+from tasks.tracking.runs import close_sweep_run, last_validated, log_cell_runs, log_sweep_summary, open_sweep_run
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
 
@@ -19,20 +19,20 @@ def test_parent_children_tables_and_last_validated(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("SECRET_KEY_VAR", "sk-unit-secret")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     write_config(tmp_path, secret_env="SECRET_KEY_VAR")
-    plan = plan_sweep.fn(tmp_path / "sweep.yaml", None, tmp_path / "results")
+    plan = plan_sweep(tmp_path / "sweep.yaml", None, tmp_path / "results")
     cells = [store_cell(plan.store, plan.config, ident, key, records(gap_ms=5)) for key, ident in plan.cells.items()]
 
-    parent = open_sweep_run.fn(uri, plan.config, plan.sweep_id, plan.fingerprint)
-    assert open_sweep_run.fn(uri, plan.config, plan.sweep_id, plan.fingerprint) == parent  # resume: same parent
+    parent = open_sweep_run(uri, plan.config, plan.sweep_id, plan.fingerprint)
+    assert open_sweep_run(uri, plan.config, plan.sweep_id, plan.fingerprint) == parent  # resume: same parent
     assert last_validated(uri, "unit-sweep") is None
-    assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == 3
-    assert log_cell_runs.fn(uri, parent, cells, plan.store, plan.fingerprint.digest) == 0
+    assert log_cell_runs(uri, parent, cells, plan.store, plan.fingerprint.digest) == 3
+    assert log_cell_runs(uri, parent, cells, plan.store, plan.fingerprint.digest) == 0
     again = store_cell(plan.store, plan.config, cells[0].identity, cells[0].key, records(gap_ms=6))
-    assert log_cell_runs.fn(uri, parent, [again.model_copy(update={"started_at": "later"})], plan.store,
+    assert log_cell_runs(uri, parent, [again.model_copy(update={"started_at": "later"})], plan.store,
                             plan.fingerprint.digest) == 1
-    summary = aggregate.fn(plan, [])
-    log_sweep_summary.fn(uri, parent, summary, summary_markdown(summary))
-    log_sweep_summary.fn(uri, parent, summary, summary_markdown(summary))  # a resume replaces, not appends
+    summary = aggregate(plan, [])
+    log_sweep_summary(uri, parent, summary, summary_markdown(summary))
+    log_sweep_summary(uri, parent, summary, summary_markdown(summary))  # a resume replaces, not appends
     close_sweep_run(uri, parent, "FINISHED")
 
     client = MlflowClient(uri)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from specfleet.contract import CellIdentity
 from specfleet.fingerprint import Fingerprint
-from tasks.store import ResultsStore
-from tasks.tracking_names import (
+from tasks.store.results import ResultsStore
+from tasks.tracking.names import (
     REDACTED,
     cell_metrics,
     cell_params,

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from tasks.aggregate import aggregate
+from flows.tracker import SweepTracker
+from tasks.analysis.aggregate import aggregate
 from tasks.engine.ports import free_port
-from tasks.prefect_artifacts import summary_markdown
-from tasks.store import atomic_write_text
-from tasks.sweep_plan import SweepPlan, plan_sweep
-from tasks.tracking import SweepTracker
+from tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from tasks.report.markdown import summary_markdown
+from tasks.store.results import atomic_write_text
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,10 +25,10 @@ def stored_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SweepPlan:
     """A finished sweep in the results dir that MLflow never saw."""
     monkeypatch.chdir(tmp_path)
     write_config(tmp_path)
-    plan = plan_sweep.fn(tmp_path / "sweep.yaml", None, tmp_path / "results")
+    plan = plan_sweep(tmp_path / "sweep.yaml", None, tmp_path / "results")
     for key, ident in plan.cells.items():
         store_cell(plan.store, plan.config, ident, key, records(gap_ms=5))
-    summary = aggregate.fn(plan, [])
+    summary = aggregate(plan, [])
     plan.store.write_json("summary.json", summary)
     atomic_write_text(plan.store.dir / "summary.md", summary_markdown(summary))
     return plan

@@ -4,8 +4,8 @@ from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.fingerprint import Fingerprint
-from tasks.models import TOKENIZER_FILES, local_dir, tree_hash
-from tasks.versions import engine_distribution
+from tasks.plan.models import TOKENIZER_FILES, local_dir, tree_hash
+from tasks.plan.versions import engine_distribution
 
 
 def compute_fingerprint(config: SweepConfig, resolved: dict[str, str]) -> Fingerprint:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from specfleet.errors import StorageFull
 from specfleet.results import CellResult
-from tasks.s3_mirror import S3Mirror
+from tasks.store.s3_mirror import S3Mirror
 
 MIRROR_ENV = "SPECFLEET_RESULTS_S3"
 FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}

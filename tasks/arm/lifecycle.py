@@ -1,6 +1,6 @@
 """One arm's whole server life: start, equivalence probes, its cells, stop.
 
-This is the unit of work a Ray task runs (``tasks/ray_arms.py``); it returns plain results
+This is the unit of work a Ray task runs (``tasks/cluster/stage.py``); it returns plain results
 and writes each cell to the results store as soon as it is measured.
 """
 
@@ -12,18 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
+from specfleet.gates import EquivalenceProbe
 from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming, CellResult
 from specfleet.server_args import server_args, server_env
 from specfleet.stats.equivalence import planned_samples_per_prompt
-from tasks.cell import SERVER_DIED, CellPlan, Endpoint, measure_cell
-from tasks.energy import EnergyWindow, find_counter
+from tasks.arm.cell import SERVER_DIED, CellPlan, Endpoint, measure_cell
+from tasks.arm.energy import EnergyWindow, find_counter
+from tasks.arm.probes import ProbeEndpoint, greedy_probe, stochastic_probe
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings
-from tasks.probes import ProbeEndpoint, ProbeSamples, greedy_probe, stochastic_probe
-from tasks.store import ResultsStore
-from tasks.versions import engine_distribution
+from tasks.plan.versions import engine_distribution
+from tasks.store.results import ResultsStore
 
 SERVED_MODEL_NAME = "specfleet-target"
 
@@ -96,15 +97,15 @@ async def _probe(config: SweepConfig, arm: ArmPlan, server: ArmServer, prompts: 
                  store: ResultsStore) -> None:
     """Greedy continuations (twice on the baseline: the numerical-stability control) and samples."""
     endpoint = ProbeEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
-    samples = ProbeSamples(greedy=await greedy_probe(endpoint, prompts, config.equivalence.greedy_max_tokens))
-    payload: dict[str, object] = {"arm": arm.arm, "greedy": samples.greedy}
-    if arm.is_baseline:
-        payload["greedy_repeat"] = await greedy_probe(endpoint, prompts, config.equivalence.greedy_max_tokens)
-    spec = config.equivalence.stochastic
+    max_tokens = config.equivalence.greedy_max_tokens
+    greedy = await greedy_probe(endpoint, prompts, max_tokens)
+    repeat = await greedy_probe(endpoint, prompts, max_tokens) if arm.is_baseline else None
+    spec, sampled = config.equivalence.stochastic, None
     if spec is not None:
         _, planned = planned_samples_per_prompt(spec, len(prompts))
-        payload["stochastic"] = await stochastic_probe(
+        sampled = await stochastic_probe(
             endpoint, prompts, planned, spec.tokens_per_sample, spec.temperature, config.analysis.seed)
+    payload = EquivalenceProbe(arm=arm.arm, greedy=greedy, greedy_repeat=repeat, stochastic=sampled)
     store.write_json(f"equivalence/{arm.arm}.json", payload)
 
 

@@ -7,7 +7,7 @@ from specfleet.contract import PromptClassSpec
 from specfleet.errors import InputError
 from specfleet.prompts import PromptItem, parse_prompts_jsonl, parse_sharegpt
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def bundled_dir() -> Path:

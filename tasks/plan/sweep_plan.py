@@ -9,19 +9,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
 from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint, changed_parts
 from specfleet.prompts import PromptItem
-from tasks.config import load_sweep_config
-from tasks.fingerprint import compute_fingerprint
-from tasks.models import resolve_models
-from tasks.preflight import config_base_dir, tokenizer_warnings
-from tasks.prompt_sets import load_prompt_class
-from tasks.store import ResultsStore
+from tasks.plan.config import load_sweep_config
+from tasks.plan.fingerprint import compute_fingerprint
+from tasks.plan.models import resolve_models
+from tasks.plan.preflight import config_base_dir, tokenizer_warnings
+from tasks.plan.prompt_sets import load_prompt_class
+from tasks.store.results import ResultsStore
 
 Phase = Literal["main", "baseline_end"]
 SWEEP_FILE = "sweep.json"
@@ -101,7 +98,6 @@ def _check_resume(sweep_id: str, stored: dict[str, Any], config: SweepConfig, fi
                          "start a new sweep (results of different fingerprints never mix)")
 
 
-@task(cache_policy=NO_CACHE)
 def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> SweepPlan:
     """Validate, resolve models, fingerprint, expand the matrix and subtract complete cells."""
     config = load_sweep_config(config_path)

@@ -16,10 +16,11 @@ from specfleet.results import CellResult, SpecDecodeStats
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper
 from specfleet.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
-from tasks.energy import EnergyWindow
-from tasks.loadgen import Load, LoadResult, RequestSettings, records_to_frame, run_load
+from tasks.arm.energy import EnergyWindow
+from tasks.loadgen import Load, LoadResult, RequestSettings, run_load
 from tasks.loadgen.client import bearer_headers
-from tasks.store import ResultsStore
+from tasks.store.parquet import records_to_frame
+from tasks.store.results import ResultsStore
 
 SERVER_DIED = "the server died during the cell"
 

@@ -1,4 +1,5 @@
-"""Whole-replica fleet cost and KV-cache capacity (seed: "Results template and calculator",
+"""The cost formula: cost per million SLO-qualified tokens on whole replicas, and the KV-cache
+capacity that sets how many sequences a replica holds (seed: "Results template and calculator",
 "Memory is paid twice").
 
 Units: throughput in SLO-qualified output tokens per second, prices in USD per GPU-hour,

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specfleet.errors import InputError
-from specfleet.fleet import fleet_cost, kv_capacity, whole_replicas
+from specfleet.cost import fleet_cost, kv_capacity, whole_replicas
 
 
 def test_seed_seven_replica_example() -> None:

@@ -4,7 +4,7 @@ Run before the load cells, on an idle server, so they never mix into a measured 
 """
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
@@ -17,14 +17,6 @@ class ProbeEndpoint:
     base_url: str
     model: str
     api_key: str | None = None
-
-
-@dataclass
-class ProbeSamples:
-    """Token ids per prompt id: one greedy continuation, and n sampled continuations."""
-
-    greedy: dict[str, list[int]] = field(default_factory=dict)
-    stochastic: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 async def _generate(

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
-from tasks.config import load_sweep_config
-from tasks.models import FIXTURE_PREFIX, local_dir, looks_local
-from tasks.prompt_sets import load_prompt_class
+from tasks.plan.config import load_sweep_config
+from tasks.plan.models import FIXTURE_PREFIX, local_dir, looks_local
+from tasks.plan.prompt_sets import load_prompt_class
 
 
 def vocabulary(directory: Path) -> dict[str, int] | None:

@@ -7,8 +7,7 @@ environment cannot capture the runs (mlflow#15713) and Ray workers need no track
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -20,18 +19,17 @@ from mlflow.store.artifact.artifact_repository_registry import get_artifact_repo
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from specfleet.contract import SweepConfig
 from specfleet.decision_table import DecisionRow
 from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint
 from specfleet.results import CellResult
-from tasks.aggregate import SweepSummary
-from tasks.arm import api_key
-from tasks.store import ResultsStore
-from tasks.tracking_names import (
+from specfleet.summary import SweepSummary
+from tasks.arm.lifecycle import api_key
+from tasks.plan.versions import stack_versions
+from tasks.store.results import ResultsStore
+from tasks.tracking.names import (
     cell_metrics,
     cell_params,
     cell_tags,
@@ -39,7 +37,6 @@ from tasks.tracking_names import (
     fingerprint_from_tags,
     fingerprint_tags,
 )
-from tasks.versions import stack_versions
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SWEEP_RUNS = "tags.run_kind = 'sweep'"
@@ -102,7 +99,6 @@ def _log_batch(client: MlflowClient, run_id: str, metrics: Mapping[str, float] |
         client.log_batch(run_id, params=items[start:start + MAX_PARAMS_TAGS_PER_BATCH])
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
 def open_sweep_run(uri: str, config: SweepConfig, sweep_id: str, fingerprint: Fingerprint) -> str:
     """The sweep's parent run: found by its sweep id on resume or sync, else created with the contract."""
     client = MlflowClient(uri)
@@ -135,7 +131,6 @@ def _logged_cells(client: MlflowClient, experiment: str, parent_id: str) -> dict
             return out
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
 def log_cell_runs(uri: str, parent_id: str, cells: Sequence[CellResult], store: ResultsStore,
                   fingerprint_digest: str) -> int:
     """A child run per cell with its metrics and raw per-request Parquet. A cell already
@@ -161,11 +156,10 @@ def log_cell_runs(uri: str, parent_id: str, cells: Sequence[CellResult], store: 
     return created
 
 
-def _table(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
-    return pd.DataFrame(list(rows), columns=list(DecisionRow.model_fields))
+def _table(rows: Sequence[DecisionRow]) -> pd.DataFrame:
+    return pd.DataFrame([row.model_dump(mode="json") for row in rows], columns=list(DecisionRow.model_fields))
 
 
-@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
 def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown: str) -> None:
     """The cost table, negative cells, decisions and k policy on the sweep's parent run."""
     client = MlflowClient(uri)
@@ -174,11 +168,12 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
     for name, rows in tables.items():
         artifacts.delete_artifacts(name)  # type: ignore[no-untyped-call]  # a resumed sweep replaces its tables: log_table would append
         client.log_table(parent_id, _table(rows), name)
-    client.log_dict(parent_id, {"decisions": summary.decisions}, "decisions.json")
-    client.log_dict(parent_id, {"k_policy": summary.k_policy}, "k_policy.json")
-    client.log_dict(parent_id, summary.model_dump(mode="json"), "summary.json")
+    dumped = summary.model_dump(mode="json")
+    client.log_dict(parent_id, {"decisions": dumped["decisions"]}, "decisions.json")
+    client.log_dict(parent_id, {"k_policy": dumped["k_policy"]}, "k_policy.json")
+    client.log_dict(parent_id, dumped, "summary.json")
     client.log_text(parent_id, markdown, "summary.md")
-    adopted = sum(row["verdict"] == "adopt" for row in summary.cost_table)
+    adopted = sum(row.verdict == "adopt" for row in summary.cost_table)
     _log_batch(client, parent_id, metrics={
         "cells_planned": summary.cells_planned, "cells_complete": summary.cells_complete,
         "cells_ok": summary.cells_ok, "cells_invalid": summary.cells_invalid,
@@ -204,50 +199,3 @@ def last_validated(uri: str, experiment_name: str) -> tuple[str, Fingerprint] | 
         return None
     fingerprint = fingerprint_from_tags(runs[0].data.tags)
     return (runs[0].data.tags.get("sweep_id", runs[0].info.run_id), fingerprint) if fingerprint else None
-
-
-@dataclass
-class SweepTracker:
-    """Best-effort MLflow logging for one sweep run. The results store is the record: the
-    first failure to reach MLflow switches logging off for the rest of the run, measuring
-    goes on, and ``specfleet sync SWEEP_ID`` logs everything later (idempotently)."""
-
-    uri: str
-    sweep_id: str
-    parent_id: str | None = None
-    offline: str | None = None
-
-    def open(self, config: SweepConfig, fingerprint: Fingerprint) -> None:
-        use_short_http_retries()
-        self.parent_id = self._attempt("opening the sweep run",
-                                       lambda: open_sweep_run(self.uri, config, self.sweep_id, fingerprint))
-
-    def log_cells(self, cells: Sequence[CellResult], store: ResultsStore, fingerprint_digest: str) -> None:
-        parent = self.parent_id
-        if parent is not None:
-            self._attempt("logging cell runs",
-                          lambda: log_cell_runs(self.uri, parent, cells, store, fingerprint_digest))
-
-    def log_summary(self, summary: SweepSummary, markdown: str) -> None:
-        parent = self.parent_id
-        if parent is not None:
-            self._attempt("logging the summary", lambda: log_sweep_summary(self.uri, parent, summary, markdown))
-
-    def close(self, status: str) -> None:
-        parent = self.parent_id
-        if parent is not None:
-            self._attempt("closing the sweep run", lambda: close_sweep_run(self.uri, parent, status))
-
-    def _attempt(self, what: str, call: Callable[[], T]) -> T | None:
-        if self.offline is not None:
-            return None
-        reason = unreachable(self.uri)
-        if reason is None:
-            try:
-                return call()
-            except Exception as err:  # any tracking failure: measuring must go on
-                reason = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
-        self.offline = (f"MLflow not reached while {what} ({reason}); the results dir holds everything: "
-                        f"`specfleet sync {self.sweep_id}` logs it when MLflow is back")
-        log.warning(self.offline)
-        return None

@@ -1,0 +1,80 @@
+"""The equivalence gates of a sweep, per speculative arm, from the probes each arm stored.
+
+Seed, "The benchmark contract": greedy exact match against the baseline, with the baseline's
+own repeat as the control, and the pre-specified stochastic distribution test. The sweep's
+aggregate step and the report both call ``arm_equivalence``; nothing else makes a gate.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from specfleet.contract.base import RecordModel
+from specfleet.contract.matrix import ArmPlan
+from specfleet.contract.sweep import SweepConfig
+from specfleet.stats.equivalence import (
+    GreedyEquivalence,
+    StochasticResult,
+    greedy_equivalence,
+    stochastic_equivalence,
+)
+from specfleet.stats.quality import GateResult
+
+PERMUTATIONS = 999
+
+
+class EquivalenceProbe(RecordModel):
+    """What one arm's equivalence probe stored (``equivalence/<arm>.json``): token ids per prompt id."""
+
+    arm: str
+    greedy: dict[str, list[int]]
+    greedy_repeat: dict[str, list[int]] | None = Field(
+        None, description="The baseline's second greedy pass: the numerical-stability control.")
+    stochastic: dict[str, list[list[int]]] | None = Field(
+        None, description="Sampled continuations; None when the config has no stochastic test.")
+
+
+@dataclass(frozen=True)
+class ArmEquivalence:
+    """The equivalence results of one speculative arm."""
+
+    arm: str
+    greedy: GreedyEquivalence | None
+    stochastic: StochasticResult | None
+    unavailable: list[str]
+    """Why a test has no result (no stored probe, no samples, no stochastic spec)."""
+
+    @property
+    def gates(self) -> list[GateResult]:
+        """The gates a decision consumes: none without a greedy result (the decision says so)."""
+        if self.greedy is None:
+            return []
+        return [self.greedy.gate()] + ([self.stochastic.gate()] if self.stochastic else [])
+
+
+def arm_equivalence(config: SweepConfig, plans: list[ArmPlan],
+                    probes: Mapping[str, EquivalenceProbe]) -> list[ArmEquivalence]:
+    """``plans[0]`` is the baseline; ``probes`` holds the arms that stored a probe."""
+    baseline = probes.get(plans[0].arm)
+    spec = config.equivalence.stochastic
+    out = []
+    for plan in plans[1:]:
+        probe = probes.get(plan.arm)
+        missing = []
+        greedy = stochastic = None
+        if baseline is None or probe is None:
+            missing.append(f"greedy: no stored probe of {plans[0].arm if baseline is None else plan.arm}")
+        else:
+            greedy = greedy_equivalence(baseline.greedy, probe.greedy, baseline.greedy_repeat)
+        if spec is None:
+            missing.append("stochastic: not configured (equivalence.stochastic is unset)")
+        else:
+            if baseline is None or probe is None or baseline.stochastic is None or probe.stochastic is None:
+                missing.append("stochastic: no stored samples of both arms")
+            else:
+                stochastic = stochastic_equivalence(
+                    baseline.stochastic, probe.stochastic, significance=spec.significance, power=spec.power,
+                    min_detectable_tv=spec.min_detectable_tv, permutations=PERMUTATIONS, seed=config.analysis.seed)
+        out.append(ArmEquivalence(plan.arm, greedy, stochastic, missing))
+    return out

@@ -1,0 +1,55 @@
+"""A sweep's summary: what the aggregate step produced, stored as ``summary.json`` and read back
+by sync, revalidation and the report as the same typed objects."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from specfleet.contract.base import RecordModel
+from specfleet.decision_table import DecisionRow
+from specfleet.decisions import Decision
+from specfleet.kpolicy import KPolicyReport
+from specfleet.results import ArmTiming
+from specfleet.stats.quality import GateResult
+
+
+class ArmSummary(RecordModel):
+    arm: str
+    phase: str
+    cells_measured: int
+    error: str | None
+    timing: ArmTiming | None = Field(description="None when the arm's Ray task died past its retries.")
+    measured_fraction: float | None = Field(description="Measured windows over the arm's wall time.")
+
+
+class SweepSummary(RecordModel):
+    """Everything the sweep reports; every figure comes from a stored measurement."""
+
+    sweep_id: str
+    config_name: str
+    fingerprint: str
+    resumed: bool
+    cells_planned: int
+    cells_complete: int
+    cells_ok: int
+    cells_invalid: int
+    failed_cells: list[str] = Field(description="Label and reason of every cell without a complete result.")
+    servers_started: int = Field(description="Arms started in this invocation (0: nothing left to measure).")
+    arms: list[ArmSummary]
+    gates: dict[str, list[GateResult]]
+    notes: list[str]
+    cost_table: list[DecisionRow] = Field(description="One row per decision, adopted or rejected.")
+    negative_cells: list[DecisionRow]
+    decisions: list[Decision]
+    k_policy: list[KPolicyReport]
+    results_dir: str
+
+    @property
+    def exit_failed(self) -> bool:
+        return bool(self.failed_cells)
+
+    @property
+    def run_status(self) -> Literal["FINISHED", "FAILED"]:
+        """The parent run's MLflow status: FINISHED only when every cell is complete, since
+        revalidation trusts finished sweeps alone; FAILED says resume it."""
+        return "FAILED" if self.exit_failed else "FINISHED"

@@ -1,0 +1,64 @@
+"""From the results store to the economics: the stored cells, probes and per-request records
+read back and handed to the core (``specfleet.analysis.analyse_sweep``), then the sweep's
+typed summary (``specfleet.summary.SweepSummary``)."""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from specfleet.analysis import SweepAnalysis, analyse_sweep
+from specfleet.contract import SweepConfig, arm_plans
+from specfleet.decision_table import decision_rows, negative_cells
+from specfleet.gates import EquivalenceProbe
+from specfleet.results import CellResult, RequestRecord
+from specfleet.summary import ArmSummary, SweepSummary
+from tasks.cluster.stage import ArmReport
+from tasks.plan.sweep_plan import SweepPlan
+from tasks.store.parquet import read_records_parquet
+
+
+def stored_probes(sweep_dir: Path, config: SweepConfig) -> dict[str, EquivalenceProbe]:
+    """The equivalence probes the sweep's arms stored, by arm."""
+    paths = {p.arm: sweep_dir / "equivalence" / f"{p.arm}.json" for p in arm_plans(config)}
+    return {arm: EquivalenceProbe.model_validate_json(path.read_text(encoding="utf-8"))
+            for arm, path in paths.items() if path.is_file()}
+
+
+def stored_records(sweep_dir: Path, cells: Sequence[CellResult],
+                   usable_only: bool = True) -> dict[str, list[RequestRecord]]:
+    """Per-request records by cell key, for every (usable) cell whose Parquet file is there."""
+    return {c.key: read_records_parquet(sweep_dir / c.records_file) for c in cells
+            if c.records_file and (c.usable or not usable_only) and (sweep_dir / c.records_file).is_file()}
+
+
+def analyse_stored(sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult]) -> SweepAnalysis:
+    return analyse_sweep(config, cells, stored_records(sweep_dir, cells), stored_probes(sweep_dir, config))
+
+
+def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping[str, str]) -> str:
+    ident = plan.cells[key]
+    if cell is not None:
+        return f"{ident.label}: " + ("; ".join(cell.reasons) or "failed")
+    return f"{ident.label}: not measured" + (f" ({errors[ident.arm]})" if ident.arm in errors else "")
+
+
+def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
+    """Read every stored cell of the sweep and run the economics core over them."""
+    cells = [c for c in plan.store.cells() if c.key in plan.cells]
+    by_key = {c.key: c for c in cells}
+    complete = {c.key for c in cells if c.status != "failed"}
+    errors = {r.arm: r.error.splitlines()[0] for r in reports if r.error}
+    analysis = analyse_stored(plan.store.dir, plan.config, cells)
+    return SweepSummary(
+        sweep_id=plan.sweep_id, config_name=plan.config.name, fingerprint=plan.fingerprint.digest,
+        resumed=plan.resumed, cells_planned=len(plan.cells), cells_complete=len(complete),
+        cells_ok=sum(c.status == "ok" for c in cells), cells_invalid=sum(c.status == "invalid" for c in cells),
+        failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in complete],
+        servers_started=len(reports),
+        arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
+                         timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
+              for r in reports],
+        gates=analysis.gates, notes=[*plan.warnings, *analysis.notes],
+        cost_table=decision_rows(analysis.decisions, plan.config),
+        negative_cells=negative_cells(analysis.decisions, plan.config),
+        decisions=analysis.decisions, k_policy=analysis.policies, results_dir=str(plan.store.dir),
+    )

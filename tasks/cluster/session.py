@@ -1,0 +1,65 @@
+"""The Ray session: local Ray, or the cluster at ``RAY_ADDRESS``, and what each arm asks of it."""
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ray
+
+from specfleet.contract import SweepConfig
+from specfleet.errors import InputError
+
+ARM_RESOURCE = "specfleet_arm"
+"""Custom resource, one per CPU node: CPU arms never share a machine's cores."""
+
+
+def is_cpu(config: SweepConfig) -> bool:
+    return config.hardware.accelerator.strip().lower() == "cpu"
+
+
+@contextmanager
+def ray_session(config: SweepConfig) -> Iterator[dict[str, Any]]:
+    """Local Ray unless ``RAY_ADDRESS`` names a cluster; yields each arm's resource request
+    and always shuts Ray down (its workers stop their servers on SIGTERM)."""
+    quiet: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
+    if os.environ.get("RAY_ADDRESS"):
+        _connect(quiet)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 1, resources={ARM_RESOURCE: 1} if is_cpu(config) else None, **quiet)
+    try:
+        yield arm_resources(config)
+    finally:
+        ray.shutdown()
+
+
+def _connect(options: dict[str, Any], attempts: int = 3, backoff_s: float = 5.0) -> None:
+    """Join the cluster at ``RAY_ADDRESS``. Through the Ray client (``ray://``) the head starts a
+    server process per driver, which can miss its start-up deadline on a loaded head: retry."""
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(**options)
+            return
+        except ConnectionAbortedError:
+            if attempt == attempts:
+                raise
+            time.sleep(backoff_s * attempt)
+
+
+def arm_resources(config: SweepConfig) -> dict[str, Any]:
+    """GPU arms ask for their tensor-parallel degree; a CPU arm takes a whole node's cores."""
+    if not is_cpu(config):
+        gpus = config.hardware.tensor_parallel_size
+        seen = ray.cluster_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
+        if seen < gpus:
+            raise InputError(f"hardware.tensor_parallel_size {gpus}: Ray sees {seen:g} GPUs "
+                             f"(hardware.accelerator is {config.hardware.accelerator!r}; use 'cpu' for the CPU build)")
+        return {"num_gpus": gpus, "num_cpus": 1}
+    cores = [node["Resources"].get("CPU", 1.0) for node in ray.nodes()  # type: ignore[no-untyped-call]
+             if node["Alive"] and ARM_RESOURCE in node["Resources"]]
+    if not cores:
+        raise InputError(f"the Ray cluster has no {ARM_RESOURCE!r} resource: start each CPU node with "
+                         f"--resources '{{\"{ARM_RESOURCE}\": 1}}'")
+    return {"num_cpus": min(cores), "resources": {ARM_RESOURCE: 1}}

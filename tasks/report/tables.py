@@ -1,0 +1,72 @@
+"""The sweep's tables as text, one column set per table over the typed rows: the cost table and
+the negative-result cells (``DecisionRow``), the sweep overhead (``ArmSummary``) and the k policy
+(``KPolicyReport``). The markdown summary, the report and the CLI's rich tables all render these.
+
+A figure that was not measured prints as ``fmt.NA``; the row's reason says why.
+"""
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from specfleet.decision_table import DecisionRow
+from specfleet.kpolicy import KPolicyReport
+from specfleet.summary import ArmSummary
+from tasks.report import fmt
+
+Row = TypeVar("Row")
+Column = tuple[str, Callable[[Row], str]]
+
+
+def _load(row: DecisionRow) -> str:
+    return f"c{row.concurrency}" if row.concurrency is not None else f"{row.load_value}/s"
+
+
+COST_COLUMNS: list[Column[DecisionRow]] = [
+    ("method", lambda r: r.method), ("k", lambda r: str(r.k)), ("class", lambda r: r.prompt_class), ("load", _load),
+    ("accept r", lambda r: fmt.num(r.acceptance_rate)), ("tok/step", lambda r: fmt.num(r.mean_acceptance_length)),
+    ("speedup [CI]", lambda r: fmt.speedup_range(r.qualified_tps_speedup, r.speedup_low, r.speedup_high)),
+    ("base $/M", lambda r: fmt.num(r.baseline_cost_per_million_usd, ",.2f")),
+    ("spec $/M", lambda r: fmt.num(r.candidate_cost_per_million_usd, ",.2f")),
+    ("saving", lambda r: fmt.num(r.saving_fraction, "+.1%")), ("noise", lambda r: fmt.num(r.noise_floor, ".1%")),
+    ("verdict", lambda r: r.verdict), ("reason", lambda r: r.reason_code),
+]
+NEGATIVE_COLUMNS: list[Column[DecisionRow]] = [
+    ("method", lambda r: r.method), ("k", lambda r: str(r.k)), ("class", lambda r: r.prompt_class), ("load", _load),
+    ("reason", lambda r: r.reason),
+]
+
+
+def _timed(name: str) -> Callable[[ArmSummary], str]:
+    """An arm whose Ray task died has no timing: n/a, not zeros."""
+    return lambda a: fmt.num(getattr(a.timing, name), ".1f") if a.timing else fmt.NA
+
+
+OVERHEAD_COLUMNS: list[Column[ArmSummary]] = [
+    ("arm", lambda a: a.arm), ("phase", lambda a: a.phase), ("cells", lambda a: str(a.cells_measured)),
+    ("start s", _timed("startup_s")), ("probe s", _timed("probe_s")), ("warm-up s", _timed("warmup_s")),
+    ("measured s", _timed("measured_s")), ("idle s", _timed("idle_s")), ("wall s", _timed("wall_s")),
+    ("measured", lambda a: fmt.num(a.measured_fraction, ".0%")),
+    ("restarts", lambda a: str(a.timing.restarts) if a.timing else fmt.NA),
+]
+
+
+def markdown_table(rows: Sequence[Row], columns: Sequence[Column[Row]]) -> str:
+    if not rows:
+        return "(none)\n"
+    lines = ["| " + " | ".join(name for name, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(render(row).replace("|", "\\|") for _, render in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def k_policy_lines(report: KPolicyReport) -> list[str]:
+    """The deployable policy of one speculative arm: its k per level and the vLLM config."""
+    ours = report.specfleet
+    head = f"{ours.spec_name} ({ours.sampling}"
+    head += f", {ours.prompt_class})" if ours.prompt_class else ", all prompt classes)"
+    if ours.refused:
+        return [f"{head}: no policy ({ours.refused})"]
+    levels = "; ".join(f"c{c.level}: k={c.k} ({c.reason})" for c in ours.levels)
+    config = report.speculative_config
+    deploy = json.dumps(config, sort_keys=True) if config else "none: speculation adopted at no level"
+    return [f"{head}: {levels}", f"  speculative_config: {deploy}"]

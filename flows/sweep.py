@@ -18,7 +18,7 @@ from rich.console import Console
 
 from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
 from flows.tracker import SweepTracker
-from specfleet.summary import SweepSummary
+from specfleet.summary import SweepSummary, run_status
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
 from tasks.cluster.session import ray_session
@@ -43,7 +43,8 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         logger.warning(warning)
     tracker = SweepTracker(tracking_uri(tracking), plan.sweep_id)
     tracker.open(plan.config, plan.fingerprint)
-    status, reports = "FAILED", []
+    finished: SweepSummary | None = None  # set once everything is written: the run's status follows it
+    killed, reports = False, []
     try:
         if plan.work:
             with ray_session(plan.config) as resources, CellProgress(plan.pending_cells) as progress:
@@ -63,10 +64,10 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         plan.store.write_json("summary.json", summary)
         atomic_write_text(plan.store.dir / "summary.md", markdown)
         publish_prefect_artifacts(summary, markdown)
-        status = summary.run_status
+        finished = summary
     except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or Prefect cancelling the run
-        status = "KILLED"
+        killed = True
         raise
     finally:
-        tracker.close(status)
+        tracker.close("KILLED" if killed else run_status(finished))
     return summary

@@ -10,7 +10,7 @@ from pydantic import Field
 from flows.sweep import DEFAULT_RESULTS_DIR
 from specfleet.contract.base import RecordModel
 from specfleet.fingerprint import Fingerprint
-from specfleet.summary import SweepSummary
+from specfleet.summary import SweepSummary, run_status
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import open_sweep
 from tasks.report.publish import REPORT_HTML, REPORT_MARKDOWN, log_to_sweep_run
@@ -49,11 +49,10 @@ def sync_flow(sweep_id: str, tracking: str | None = None, results_dir: str = DEF
     cells = list(store.cells())
     created = log_cell_runs(uri, parent, cells, store, fingerprint.digest)
     data = store.read_json("summary.json")
-    status = "FAILED"  # a sweep without a summary never finished: resume it
-    if data is not None:
-        summary = SweepSummary.model_validate(data)
+    summary = SweepSummary.model_validate(data) if data is not None else None
+    if summary is not None:
         log_sweep_summary(uri, parent, summary, (store.dir / "summary.md").read_text(encoding="utf-8"))
-        status = summary.run_status
+    status = run_status(summary)
     report_files = [store.dir / REPORT_DIR / name for name in (REPORT_HTML, REPORT_MARKDOWN)]
     report = (log_to_sweep_run(uri, config.name, sweep_id, report_files) if all(p.exists() for p in report_files)
               else f"no report under {store.dir / REPORT_DIR} (`specfleet report {sweep_id}` writes and logs one)")

@@ -18,8 +18,8 @@ from specfleet.contract.checks import AnalysisSpec
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.contract.workload import SLOSpec
-from specfleet.errors import InputError
 from specfleet.cost import FleetCost, fleet_cost
+from specfleet.errors import InputError
 from specfleet.results.cell import CellResult
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.noise import ConfigKey, baseline_noise, config_key, noise_for
@@ -74,6 +74,8 @@ class CostFigures(RecordModel):
     candidate_ideal_cost_per_million_usd: float
     saving_fraction: float | None = Field(description="1 - candidate / baseline whole-replica cost.")
     pessimistic_saving_fraction: float | None = Field(description="Saving at the speedup interval's low end.")
+    optimistic_saving_fraction: float | None = Field(
+        None, description="Saving at the speedup interval's high end (None in summaries written before it existed).")
     noise_floor: float | None
     noise_source: str
 
@@ -178,24 +180,30 @@ def _cost(hardware: HardwareSpec, tokens_per_s: float) -> FleetCost:
                       hardware.peak_demand_tokens_per_s)
 
 
+def _saving_at(hardware: HardwareSpec, base: FleetCost, base_tps: float, speedup: float | None) -> float | None:
+    """Whole-replica saving were the candidate exactly ``speedup`` times the baseline (an interval end)."""
+    if speedup is None or speedup <= 0:
+        return None
+    return 1.0 - _cost(hardware, base_tps * speedup).cost_per_million_usd / base.cost_per_million_usd
+
+
 def _cost_figures(c: Comparison, hardware: HardwareSpec, noise: float | None, source: str) -> CostFigures:
     cand = _cost(hardware, c.candidate_qualified_tokens_per_s)
     base_tps = c.baseline_qualified_tokens_per_s
     base = _cost(hardware, base_tps) if base_tps > 0 else None
-    saving = pessimistic = None
+    saving = pessimistic = optimistic = None
     if base is not None:
         saving = 1.0 - cand.cost_per_million_usd / base.cost_per_million_usd
-        low = c.qualified_tps_speedup.low if c.qualified_tps_speedup else None
-        if low is not None and low > 0:
-            worst = _cost(hardware, base_tps * low)
-            pessimistic = 1.0 - worst.cost_per_million_usd / base.cost_per_million_usd
+        interval = c.qualified_tps_speedup
+        pessimistic = _saving_at(hardware, base, base_tps, interval.low if interval else None)
+        optimistic = _saving_at(hardware, base, base_tps, interval.high if interval else None)
     return CostFigures(
         baseline_replicas=base.replicas if base else None, candidate_replicas=cand.replicas,
         baseline_cost_per_million_usd=base.cost_per_million_usd if base else None,
         candidate_cost_per_million_usd=cand.cost_per_million_usd,
         baseline_ideal_cost_per_million_usd=base.ideal_cost_per_million_usd if base else None,
         candidate_ideal_cost_per_million_usd=cand.ideal_cost_per_million_usd,
-        saving_fraction=saving, pessimistic_saving_fraction=pessimistic,
+        saving_fraction=saving, pessimistic_saving_fraction=pessimistic, optimistic_saving_fraction=optimistic,
         noise_floor=noise, noise_source=source,
     )
 

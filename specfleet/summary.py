@@ -48,8 +48,9 @@ class SweepSummary(RecordModel):
     def exit_failed(self) -> bool:
         return bool(self.failed_cells)
 
-    @property
-    def run_status(self) -> Literal["FINISHED", "FAILED"]:
-        """The parent run's MLflow status: FINISHED only when every cell is complete, since
-        revalidation trusts finished sweeps alone; FAILED says resume it."""
-        return "FAILED" if self.exit_failed else "FINISHED"
+
+def run_status(summary: SweepSummary | None) -> Literal["FINISHED", "FAILED"]:
+    """The sweep's MLflow parent-run status: FINISHED only when it aggregated with every cell
+    complete, since revalidation trusts finished sweeps alone; FAILED (no summary, or cells
+    missing) says resume it."""
+    return "FINISHED" if summary is not None and not summary.exit_failed else "FAILED"

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
-from specfleet.cost import fleet_cost
 from specfleet.kpolicy import KPolicy
 from specfleet.stats.bootstrap import Interval
 from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid
@@ -50,19 +49,9 @@ class ClassVerdict:
     """Why there is no config, or that it is a fixed k rather than a per-batch-size schedule."""
 
 
-def saving_bounds(d: Decision, config: SweepConfig) -> tuple[float | None, float | None]:
-    """Whole-replica cost saving at the low and high ends of the speedup interval."""
-    c, cost = d.comparison, d.cost
-    if c is None or cost is None or cost.baseline_cost_per_million_usd is None or c.qualified_tps_speedup is None:
-        return None, None
-    high_speedup = c.qualified_tps_speedup.high
-    hw = config.hardware
-    high = None
-    if high_speedup is not None and high_speedup > 0:
-        best = fleet_cost(hw.accelerators_per_replica, hw.accelerator_hour_usd,
-                          c.baseline_qualified_tokens_per_s * high_speedup, hw.peak_demand_tokens_per_s)
-        high = 1.0 - best.cost_per_million_usd / cost.baseline_cost_per_million_usd
-    return cost.pessimistic_saving_fraction, high
+def saving_bounds(d: Decision) -> tuple[float | None, float | None]:
+    """Whole-replica cost saving at the low and high ends of the speedup interval (the core's figures)."""
+    return (d.cost.pessimistic_saving_fraction, d.cost.optimistic_saving_fraction) if d.cost else (None, None)
 
 
 def _closeness(d: Decision) -> tuple[float, float]:
@@ -98,7 +87,7 @@ def class_verdicts(data: ReportData) -> list[ClassVerdict]:
             policy = None if pick is None else next(
                 (p.specfleet for p in data.policies if p.specfleet.prompt_class == pc.name
                  and p.specfleet.sampling == s.name and p.specfleet.spec_name == spec_of[pick.slice.arm]), None)
-            low, high = saving_bounds(pick, data.config) if pick else (None, None)
+            low, high = saving_bounds(pick) if pick else (None, None)
             deploy, note = _deployable(policy, pick, bool(adopted), data.config)
             out.append(ClassVerdict(
                 label=row_label(data.config, pc.name, s.name), prompt_class=pc.name, sampling=s.name,

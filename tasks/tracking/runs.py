@@ -183,7 +183,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
 
 
 def close_sweep_run(uri: str, parent_id: str, status: str) -> None:
-    """End the parent run with ``status`` (``SweepSummary.run_status`` says which)."""
+    """End the parent run with ``status`` (``specfleet.summary.run_status`` says which)."""
     MlflowClient(uri).set_terminated(parent_id, status)
 
 

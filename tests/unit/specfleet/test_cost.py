@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specfleet.errors import InputError
 from specfleet.cost import fleet_cost, kv_capacity, whole_replicas
+from specfleet.errors import InputError
 
 
 def test_seed_seven_replica_example() -> None:

@@ -7,12 +7,14 @@ aggregating, so its decisions are recomputed, and one of its decisions flips."""
 import base64
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import typer
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from cli.report import report
@@ -21,6 +23,7 @@ from specfleet.gates import EquivalenceProbe
 from specfleet.metrics import assemble_cell
 from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
+from specfleet.summary import SweepSummary
 from tasks.analysis.aggregate import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
@@ -119,6 +122,8 @@ class Sweeps:
     root: Path
     first: SweepPlan
     second: SweepPlan
+    summary: SweepSummary
+    """What the aggregate step produced for the first sweep, before it was written."""
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +133,9 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> Sweeps:
     config = root / "sweep.yaml"
     config.write_text(CONFIG.format(target=target, draft=draft, tokens=TOKENS))
     first = _sweep(config, root / "results", scale=1.0)
-    first.store.write_json("summary.json", aggregate(first, []))  # as the flow writes it
-    return Sweeps(root, first, _sweep(config, root / "results", scale=1.5))  # no summary: recomputed
+    summary = aggregate(first, [])
+    first.store.write_json("summary.json", summary)  # as the flow writes it
+    return Sweeps(root, first, _sweep(config, root / "results", scale=1.5), summary)  # no summary: recomputed
 
 
 def _cli(*args: str) -> tuple[int, str]:
@@ -224,3 +230,51 @@ def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> N
     records = {key: [read_in_threes(r) for r in recs] if key in keys else recs for key, recs in data.records.items()}
     [note] = read_together_notes(dataclasses.replace(data, records=records))
     assert note.startswith("draft-k2 at c4: 6") and "chunks read together" in note
+
+
+def _same(logged: BaseModel, made: BaseModel) -> bool:
+    """Field for field; floats to the 10 significant digits MLflow's tables keep."""
+    a, b = logged.model_dump(), made.model_dump()
+    return a.keys() == b.keys() and all(
+        math.isclose(a[k], b[k], rel_tol=1e-9) if isinstance(b[k], float) and a[k] is not None else a[k] == b[k]
+        for k in b)
+
+
+def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Sweeps, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """summary.json round-trips: the report's decisions, rows and policies, and the MLflow tables,
+    equal what ``aggregate`` returned (verdicts, intervals, costs), field for field."""
+    from mlflow import MlflowClient
+
+    from specfleet.decision_table import DecisionRow
+    from specfleet.decisions import Decision
+    from tasks.report.content import build_content
+    from tasks.report.load import load_report_data
+    from tasks.report.markdown import summary_markdown
+    from tasks.tracking.runs import log_sweep_summary, open_sweep_run
+
+    made = sweeps.summary
+    verdicts = {d.verdict for d in made.decisions}
+    assert verdicts == {"adopt", "reject"}
+    assert any(d.cost and d.cost.pessimistic_saving_fraction for d in made.decisions)
+    data = load_report_data(sweeps.first.store.dir)
+    assert data.decisions_source == "the sweep's summary.json"
+    assert data.decisions == made.decisions and data.policies == made.k_policy
+    content = build_content(data, draft_cost_ratio=0.05)
+    assert content.rows == made.cost_table and content.negative == made.negative_cells
+
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = open_sweep_run(uri, sweeps.first.config, sweeps.first.sweep_id, sweeps.first.fingerprint)
+    log_sweep_summary(uri, parent, made, summary_markdown(made))
+    client = MlflowClient(uri)
+    experiment = client.get_run(parent).info.experiment_id
+    table = client.load_table(experiment, "cost_table.json", run_ids=[parent])
+    logged_rows = [DecisionRow.model_validate({k: (None if v != v else v) for k, v in row.items()})  # NaN: not measured
+                   for row in table.to_dict("records")]
+    assert len(logged_rows) == len(made.cost_table)
+    assert all(_same(logged, row) for logged, row in zip(logged_rows, made.cost_table, strict=True))
+    decisions = json.loads(Path(client.download_artifacts(parent, "decisions.json", str(tmp_path))).read_text())
+    assert [Decision.model_validate(d) for d in decisions["decisions"]] == made.decisions
+    stored = json.loads(Path(client.download_artifacts(parent, "summary.json", str(tmp_path))).read_text())
+    assert SweepSummary.model_validate(stored) == made

@@ -7,6 +7,7 @@ import pytest
 
 from specfleet.decision_table import DecisionRow
 from specfleet.errors import InputError
+from specfleet.summary import run_status
 from tasks.analysis.aggregate import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
@@ -75,12 +76,12 @@ def test_aggregate_gates_decisions_and_failures(tmp_path: Path) -> None:
     summary = aggregate(plan, [])
     assert summary.cells_complete == 2 and summary.servers_started == 0
     assert summary.failed_cells == ["draft-k2 / code / c1 / greedy / r0: not measured"]
-    assert summary.run_status == "FAILED"
+    assert run_status(summary) == "FAILED"
     assert not summary.gates["draft-k2"][0].passed
     assert summary.cost_table == []  # an unmeasured arm has no decision: it is listed as failed
     _measure(plan, {"draft-k2"}, gap_ms=4)
     summary = aggregate(plan, [])
-    assert not summary.failed_cells and summary.run_status == "FINISHED"
+    assert not summary.failed_cells and run_status(summary) == "FINISHED"
     row = summary.cost_table[0]
     assert row.reason_code == "gate_failed" and row.acceptance_rate == 0.75
     markdown = summary_markdown(summary)

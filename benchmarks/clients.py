@@ -22,16 +22,17 @@ import numpy as np
 from specfleet.contract.workload import SamplingSpec
 from specfleet.metrics import itl_per_chunk_series_ms
 from specfleet.prompts import PromptItem
-from tasks.loadgen import ClosedLoop, RequestSettings, run_load
+from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
 
 REQUEST_TIMEOUT_S = 120.0
 
 
 async def specfleet(base_url: str, streams: int, requests: int, tokens: int) -> dict[str, object]:
-    settings = RequestSettings(endpoint="completions", model="synthetic", max_tokens=tokens, ignore_eos=True,
-                               sampling=SamplingSpec(), timeout_s=REQUEST_TIMEOUT_S)
+    settings = RequestSettings(route="completions", max_tokens=tokens, ignore_eos=True, sampling=SamplingSpec(),
+                               timeout_s=REQUEST_TIMEOUT_S)
     prompts = [PromptItem(id=f"r{i}", prompt=f"r{i}") for i in range(requests)]
-    result = await run_load(base_url, prompts, settings, ClosedLoop(streams), requests=requests, warmup_requests=0)
+    result = await run_load(ServerEndpoint(base_url, "synthetic"), prompts, settings, ClosedLoop(streams),
+                            requests=requests, warmup_requests=0)
     itl = np.percentile(itl_per_chunk_series_ms(result.records), [50, 99])
     return {"tokens": sum(r.streamed_tokens for r in result.records), "duration_s": result.duration_s,
             "itl_p50_ms": float(itl[0]), "itl_p99_ms": float(itl[1]),

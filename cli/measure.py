@@ -69,10 +69,10 @@ def measure(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Measure one cell against a running endpoint (a canary, a replica, an arm started by hand)."""
-    from tasks.arm.cell import CellPlan, Endpoint, measure_cell
+    from tasks.arm.cell import CellPlan, measure_cell
     from tasks.arm.energy import EnergyWindow, find_counter
     from tasks.engine.endpoint_check import check_openai_endpoint
-    from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings
+    from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for
     from tasks.plan.prompt_sets import resolve_prompts
     from tasks.store.results import ResultsStore
 
@@ -82,8 +82,8 @@ def measure(
         if rate is not None and rate <= 0:
             raise InputError(f"--rate must be positive (got {rate})")
         items = resolve_prompts(prompts)
-        key = os.environ.get(api_key_env) if api_key_env else None
-        check_openai_endpoint(endpoint, model, key)
+        server = ServerEndpoint(endpoint, model, os.environ.get(api_key_env) if api_key_env else None)
+        check_openai_endpoint(server)
         slo_given = slo_ttft_ms is not None or slo_itl_ms is not None
         slo = SLOSpec(ttft_ms=slo_ttft_ms or NO_SLO_MS, itl_ms=slo_itl_ms or NO_SLO_MS, percentile=slo_percentile)
         load: Load = ClosedLoop(concurrency) if concurrency is not None else PoissonArrivals(rate or 1.0, 0)
@@ -92,16 +92,14 @@ def measure(
             load_value=float(concurrency or rate or 0), prompt_class=prompts, sampling="cli", repeat=0,
         )
         settings = RequestSettings(
-            endpoint="chat" if items[0].messages is not None else "completions", model=model,
-            max_tokens=max_tokens, ignore_eos=ignore_eos, sampling=SamplingSpec(name="cli", temperature=temperature),
-            timeout_s=300.0,
+            route=route_for(items), max_tokens=max_tokens, ignore_eos=ignore_eos,
+            sampling=SamplingSpec(name="cli", temperature=temperature), timeout_s=300.0,
         )
         plan = CellPlan(identity=identity, key=identity.key("measure"), prompts=items, settings=settings,
                         load=load, requests=requests, warmup_requests=warmup, slo=slo, max_error_fraction=1.0)
         store = ResultsStore(out, "measure") if out else None
         counter, reason = find_counter()
-        cell = asyncio.run(measure_cell(Endpoint(endpoint.rstrip("/"), model, key), plan,
-                                        EnergyWindow(counter, reason), store))
+        cell = asyncio.run(measure_cell(server, plan, EnergyWindow(counter, reason), store))
     result = measure_json(cell, slo_given)
     if as_json:
         print(json.dumps(result))

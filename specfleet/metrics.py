@@ -26,7 +26,6 @@ from specfleet.contract.matrix import CellIdentity
 from specfleet.contract.workload import ItlStatistic, SLOSpec
 from specfleet.results.cell import (
     CellResult,
-    CellStatus,
     DistributionSummary,
     EnergyReading,
     KVCacheInfo,
@@ -34,6 +33,7 @@ from specfleet.results.cell import (
     SpecDecodeStats,
     StopReason,
     Throughput,
+    judge_cell,
 )
 from specfleet.results.records import RequestRecord
 
@@ -259,6 +259,7 @@ def assemble_cell(
     kv_cache: KVCacheInfo | None = None,
     server_failed: bool = False,
     runner_reasons: Sequence[str] = (),
+    client_lag_p99_ms: float | None = None,
     records_file: str | None = None,
     engine_version: str | None = None,
     started_at: str | None = None,
@@ -266,10 +267,10 @@ def assemble_cell(
 ) -> CellResult:
     """Everything one cell reports. Planned requests without a successful record are failures.
 
-    Status: "failed" when the runner says the server failed; "invalid" on a token
-    accounting problem, an error fraction over ``max_error_fraction`` or no completed
-    request; else "ok". ``runner_reasons`` come first in ``reasons`` and do not by
-    themselves change the status.
+    Its status is ``judge_cell``'s: "failed" when the runner says the server died
+    (``SERVER_DIED`` then leads ``reasons``); "invalid" on any of ``runner_reasons`` (which
+    come next), a token accounting problem, an error fraction over ``max_error_fraction``
+    or no completed request; else "ok".
     """
     planned = max(requests_planned, len(records))
     completed = sum(1 for r in records if r.ok)
@@ -280,13 +281,13 @@ def assemble_cell(
     elif failed / planned > max_error_fraction:
         problems.append(f"{failed} of {planned} requests failed ({failed / planned:.1%}), over "
                         f"max_error_fraction {max_error_fraction:g}" + _error_summary(records))
-    status: CellStatus = "failed" if server_failed else ("invalid" if problems else "ok")
+    status, reasons = judge_cell([*runner_reasons, *problems], server_failed=server_failed)
     rates = throughput(records, slo, duration_s)
     return CellResult(
         identity=identity,
         key=key,
         status=status,
-        reasons=[*runner_reasons, *problems],
+        reasons=reasons,
         requests_planned=planned,
         completed=completed,
         failed=failed,
@@ -302,6 +303,7 @@ def assemble_cell(
         spec_decode_unavailable=spec_decode_unavailable,
         kv_cache=kv_cache,
         energy=_with_energy_per_token(energy, rates.output_tokens, rates.qualified_output_tokens),
+        client_lag_p99_ms=client_lag_p99_ms,
         stop_reason=stop_reason,
         measured_requests=len(records),
         records_file=records_file,

@@ -1,6 +1,7 @@
 """Measured results: per-request records and per-cell summaries."""
 
 from specfleet.results.cell import (
+    SERVER_DIED,
     CellResult,
     DistributionSummary,
     EnergyReading,
@@ -8,11 +9,12 @@ from specfleet.results.cell import (
     PercentileEstimate,
     SpecDecodeStats,
     Throughput,
+    judge_cell,
 )
 from specfleet.results.records import RequestRecord
 from specfleet.results.timing import ArmTiming
 
 __all__ = [
-    "ArmTiming", "CellResult", "DistributionSummary", "EnergyReading", "KVCacheInfo", "PercentileEstimate",
-    "RequestRecord", "SpecDecodeStats", "Throughput",
+    "SERVER_DIED", "ArmTiming", "CellResult", "DistributionSummary", "EnergyReading", "KVCacheInfo",
+    "PercentileEstimate", "RequestRecord", "SpecDecodeStats", "Throughput", "judge_cell",
 ]

@@ -1,5 +1,6 @@
 """``CellResult``: everything one measured cell reports, with its contract identity."""
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -11,6 +12,19 @@ CellStatus = Literal["ok", "invalid", "failed"]
 StopReason = Literal["fixed_budget", "precise", "max_requests"]
 """Why a cell stopped issuing requests: its fixed budget ran out, adaptive stopping found its
 statistics precise enough, or adaptive stopping reached ``max_requests`` first."""
+
+SERVER_DIED = "the server died during the cell"
+
+
+def judge_cell(reasons: Sequence[str], *, server_failed: bool) -> tuple[CellStatus, list[str]]:
+    """The one rule for a cell's status, with the reasons as stored.
+
+    "failed" when its server died during the cell (``--resume`` measures it again; its reasons
+    then start with ``SERVER_DIED``); "invalid" with any other reason to distrust it; else "ok".
+    """
+    if server_failed:
+        return "failed", [SERVER_DIED, *(reason for reason in reasons if reason != SERVER_DIED)]
+    return ("invalid" if reasons else "ok"), list(reasons)
 
 
 class PercentileEstimate(RecordModel):
@@ -117,3 +131,9 @@ class CellResult(RecordModel):
     @property
     def usable(self) -> bool:
         return self.status == "ok"
+
+    def with_reasons(self, extra: Sequence[str], *, server_failed: bool = False) -> "CellResult":
+        """The cell with reasons found after it was assembled, judged again by ``judge_cell``;
+        a failed cell stays failed."""
+        status, reasons = judge_cell([*self.reasons, *extra], server_failed=server_failed or self.status == "failed")
+        return self.model_copy(update={"status": status, "reasons": reasons})

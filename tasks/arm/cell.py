@@ -1,7 +1,6 @@
 """Measure one cell against a running OpenAI-compatible endpoint and store it as it finishes."""
 
 import contextlib
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,19 +16,8 @@ from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper
 from specfleet.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
 from tasks.arm.energy import EnergyWindow
-from tasks.loadgen import Load, LoadResult, RequestSettings, run_load
-from tasks.loadgen.client import bearer_headers
-from tasks.store.parquet import records_to_frame
+from tasks.loadgen import Load, LoadResult, RequestSettings, ServerEndpoint, run_load
 from tasks.store.results import ResultsStore
-
-SERVER_DIED = "the server died during the cell"
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str
-    model: str
-    api_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +74,7 @@ def _spec_decode(before: str | None, after: str | None) -> tuple[SpecDecodeStats
 
 
 async def measure_cell(
-    endpoint: Endpoint,
+    endpoint: ServerEndpoint,
     plan: CellPlan,
     energy: EnergyWindow,
     store: ResultsStore | None = None,
@@ -95,8 +83,7 @@ async def measure_cell(
 ) -> CellResult:
     """Warm up, snapshot telemetry, run the measured requests, snapshot again, assemble, store."""
     started_at = datetime.now(UTC).isoformat()
-    async with httpx.AsyncClient(base_url=endpoint.base_url, headers=bearer_headers(endpoint.api_key),
-                                 timeout=10) as client:
+    async with httpx.AsyncClient(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=10) as client:
         await _reset_prefix_cache(client)
         snapshots: dict[str, str | None] = {}
 
@@ -106,22 +93,16 @@ async def measure_cell(
 
         stopper = plan.stopper()
         result: LoadResult = await run_load(
-            endpoint.base_url, plan.prompts, plan.settings, plan.load, requests=plan.max_requests,
-            warmup_requests=plan.warmup_requests, api_key=endpoint.api_key, before_measured=before_measured,
-            stop_when=stopper,
+            endpoint, plan.prompts, plan.settings, plan.load, requests=plan.max_requests,
+            warmup_requests=plan.warmup_requests, before_measured=before_measured, stop_when=stopper,
         )
         reading = energy.end()
         after = await _scrape(client)
     server_failed = server_alive is not None and not server_alive()
     spec, spec_missing = _spec_decode(snapshots.get("before"), after)
-    reasons = [SERVER_DIED] if server_failed else []
-    lag = result.loop_lag.p99_ms
-    saturated = client_saturation(lag, plan.client_lag_limit_ms)
-    if saturated is not None:
-        reasons.append(saturated)
-    records_file = None
-    if store is not None:
-        records_file = store.write_records(plan.key, _parquet_bytes(result))
+    lag_ms = result.loop_lag.p99_ms
+    saturated = client_saturation(lag_ms, plan.client_lag_limit_ms)
+    records_file = None if store is None else store.write_records(plan.key, result.records)
     cell = assemble_cell(
         plan.identity, plan.key, result.records, slo=plan.slo, duration_s=result.duration_s,
         requests_planned=plan.requests if stopper is None else len(result.records),
@@ -131,12 +112,10 @@ async def measure_cell(
         spec_decode=spec,
         spec_decode_unavailable=spec_missing,
         kv_cache=parse_kv_cache_info(after) if after else None,
-        server_failed=server_failed, runner_reasons=reasons, records_file=records_file,
-        engine_version=engine_version, started_at=started_at, stop_reason=_stop_reason(stopper),
+        server_failed=server_failed, runner_reasons=[saturated] if saturated else [], client_lag_p99_ms=lag_ms,
+        records_file=records_file, engine_version=engine_version, started_at=started_at,
+        stop_reason=_stop_reason(stopper),
     )
-    if cell.status == "ok" and len(reasons) > 0:
-        cell = cell.model_copy(update={"status": "invalid"})
-    cell = cell.model_copy(update={"client_lag_p99_ms": lag})
     if store is not None:
         store.write_cell(cell)
     return cell
@@ -146,10 +125,4 @@ def _stop_reason(stopper: AdaptiveStopper | None) -> StopReason:
     if stopper is None:
         return "fixed_budget"
     return stopper.reason or "max_requests"
-
-
-def _parquet_bytes(result: LoadResult) -> bytes:
-    buffer = io.BytesIO()
-    records_to_frame(result.records).to_parquet(buffer, index=False)
-    return buffer.getvalue()
 

@@ -17,12 +17,12 @@ from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming, CellResult
 from specfleet.server_args import server_args, server_env
 from specfleet.stats.equivalence import planned_samples_per_prompt
-from tasks.arm.cell import SERVER_DIED, CellPlan, Endpoint, measure_cell
+from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow, find_counter
-from tasks.arm.probes import ProbeEndpoint, greedy_probe, stochastic_probe
+from tasks.arm.probes import greedy_probe, stochastic_probe
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
-from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings
+from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for
 from tasks.plan.versions import engine_distribution
 from tasks.store.results import ResultsStore
 
@@ -71,8 +71,7 @@ def cell_plan(
     load: Load = (ClosedLoop(int(identity.load_value)) if identity.load_mode == "concurrency"
                   else PoissonArrivals(identity.load_value, config.load.arrival_seed))
     settings = RequestSettings(
-        endpoint="chat" if prompts and prompts[0].messages is not None else "completions",
-        model=SERVED_MODEL_NAME, max_tokens=pclass.max_output_tokens, ignore_eos=config.load.ignore_eos,
+        route=route_for(prompts), max_tokens=pclass.max_output_tokens, ignore_eos=config.load.ignore_eos,
         sampling=sampling, timeout_s=config.load.request_timeout_s,
     )
     return CellPlan(
@@ -93,10 +92,9 @@ def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_pat
     )
 
 
-async def _probe(config: SweepConfig, arm: ArmPlan, server: ArmServer, prompts: list[PromptItem],
+async def _probe(config: SweepConfig, arm: ArmPlan, endpoint: ServerEndpoint, prompts: list[PromptItem],
                  store: ResultsStore) -> None:
     """Greedy continuations (twice on the baseline: the numerical-stability control) and samples."""
-    endpoint = ProbeEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
     max_tokens = config.equivalence.greedy_max_tokens
     greedy = await greedy_probe(endpoint, prompts, max_tokens)
     repeat = await greedy_probe(endpoint, prompts, max_tokens) if arm.is_baseline else None
@@ -166,19 +164,19 @@ class _ArmRun:
         self.clock.server_starts += 1
         with _server(config, arm, self.resolved, store.log_path(arm.arm)) as server:
             phases["startup_s"] += server.startup_s or 0.0
+            endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
             if probe:
                 t0 = time.monotonic()
-                asyncio.run(_probe(config, arm, server, probe_prompts(config, self.prompts_by_class), store))
+                asyncio.run(_probe(config, arm, endpoint, probe_prompts(config, self.prompts_by_class), store))
                 phases["probe_s"] += time.monotonic() - t0
-            endpoint = Endpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
             for index, (identity, key) in enumerate(cells):
                 t0 = time.monotonic()
                 plan = cell_plan(config, identity, key, self.prompts_by_class[identity.prompt_class])
                 cell = asyncio.run(measure_cell(endpoint, plan, energy, store, server.survived, engine_version))
                 phases["measured_s"] += cell.throughput.duration_s
                 phases["warmup_s"] += max(0.0, time.monotonic() - t0 - cell.throughput.duration_s)
-                if not server.alive():
-                    cell = _as_failed_with_log_tail(cell, store.log_path(arm.arm))
+                if not server.alive():  # failed (re-measured on resume), whenever in the cell it died
+                    cell = cell.with_reasons([_log_tail_reason(store.log_path(arm.arm))], server_failed=True)
                     store.write_cell(cell)
                     self.outcome.cells.append(cell)
                     self.outcome.error = f"server died during cell {identity.label}"
@@ -187,8 +185,5 @@ class _ArmRun:
         return []
 
 
-def _as_failed_with_log_tail(cell: CellResult, log_path: Path) -> CellResult:
-    """A cell whose server is gone is failed (re-measured on resume), whenever in the cell it died."""
-    reasons = [*([] if SERVER_DIED in cell.reasons else [SERVER_DIED]), *cell.reasons,
-               f"server log {log_path} ends:\n{log_tail(log_path)}"]
-    return cell.model_copy(update={"status": "failed", "reasons": reasons})
+def _log_tail_reason(log_path: Path) -> str:
+    return f"server log {log_path} ends:\n{log_tail(log_path)}"

@@ -4,23 +4,15 @@ Run before the load cells, on an idle server, so they never mix into a measured 
 """
 
 import asyncio
-from dataclasses import dataclass
 
 import httpx
 
 from specfleet.prompts import PromptItem
-from tasks.loadgen.client import bearer_headers
-
-
-@dataclass(frozen=True)
-class ProbeEndpoint:
-    base_url: str
-    model: str
-    api_key: str | None = None
+from tasks.loadgen.endpoint import ServerEndpoint
 
 
 async def _generate(
-    client: httpx.AsyncClient, endpoint: ProbeEndpoint, prompt: PromptItem, max_tokens: int,
+    client: httpx.AsyncClient, endpoint: ServerEndpoint, prompt: PromptItem, max_tokens: int,
     temperature: float, seed: int,
 ) -> list[int]:
     body: dict[str, object] = {
@@ -33,7 +25,7 @@ async def _generate(
     else:
         body["prompt"] = prompt.prompt
         path = "/v1/completions"
-    response = await client.post(path, json=body, headers=bearer_headers(endpoint.api_key))
+    response = await client.post(path, json=body, headers=endpoint.headers())
     response.raise_for_status()
     token_ids = response.json()["choices"][0].get("token_ids")
     if token_ids is None:
@@ -41,7 +33,7 @@ async def _generate(
     return [int(t) for t in token_ids]
 
 
-async def greedy_probe(endpoint: ProbeEndpoint, prompts: list[PromptItem], max_tokens: int) -> dict[str, list[int]]:
+async def greedy_probe(endpoint: ServerEndpoint, prompts: list[PromptItem], max_tokens: int) -> dict[str, list[int]]:
     async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=300) as client:
         outputs = await asyncio.gather(
             *(_generate(client, endpoint, p, max_tokens, 0.0, 0) for p in prompts)
@@ -50,7 +42,7 @@ async def greedy_probe(endpoint: ProbeEndpoint, prompts: list[PromptItem], max_t
 
 
 async def stochastic_probe(
-    endpoint: ProbeEndpoint, prompts: list[PromptItem], samples_per_prompt: int, tokens_per_sample: int,
+    endpoint: ServerEndpoint, prompts: list[PromptItem], samples_per_prompt: int, tokens_per_sample: int,
     temperature: float, seed: int, max_in_flight: int = 16,
 ) -> dict[str, list[list[int]]]:
     """``samples_per_prompt`` independent continuations per prompt, each with its own seed."""

@@ -3,13 +3,14 @@
 import httpx
 
 from specfleet.errors import InputError
-from tasks.loadgen.client import bearer_headers
+from tasks.loadgen.endpoint import ServerEndpoint
 
 
-def check_openai_endpoint(base_url: str, model: str, api_key: str | None = None) -> None:
-    """GET /v1/models must answer with the OpenAI model list naming ``model``."""
+def check_openai_endpoint(endpoint: ServerEndpoint) -> None:
+    """GET /v1/models must answer with the OpenAI model list naming the endpoint's model."""
+    base_url, model = endpoint.base_url, endpoint.model
     try:
-        response = httpx.get(f"{base_url.rstrip('/')}/v1/models", headers=bearer_headers(api_key), timeout=10)
+        response = httpx.get(f"{base_url.rstrip('/')}/v1/models", headers=endpoint.headers(), timeout=10)
     except httpx.HTTPError as err:
         raise InputError(f"--endpoint {base_url}: unreachable ({type(err).__name__})") from None
     if response.status_code in (401, 403):

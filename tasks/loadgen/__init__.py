@@ -1,6 +1,6 @@
 """Load generation: a streaming OpenAI client and closed/open-loop drivers producing RequestRecords."""
 
-from tasks.loadgen.client import REQUEST_FUNCS, Endpoint, RequestSettings, request_chat, request_completion
+from tasks.loadgen.client import REQUEST_FUNCS, ApiRoute, RequestSettings, request_chat, request_completion, route_for
 from tasks.loadgen.drivers import (
     ClosedLoop,
     Load,
@@ -10,9 +10,10 @@ from tasks.loadgen.drivers import (
     poisson_offsets_ns,
     run_load,
 )
+from tasks.loadgen.endpoint import ServerEndpoint
 
 __all__ = [
-    "REQUEST_FUNCS", "ClosedLoop", "Endpoint", "Load", "LoadResult", "LoopLag",
-    "PoissonArrivals", "RequestSettings", "poisson_offsets_ns",
-    "request_chat", "request_completion", "run_load",
+    "REQUEST_FUNCS", "ApiRoute", "ClosedLoop", "Load", "LoadResult", "LoopLag",
+    "PoissonArrivals", "RequestSettings", "ServerEndpoint", "poisson_offsets_ns",
+    "request_chat", "request_completion", "route_for", "run_load",
 ]

@@ -1,4 +1,4 @@
-"""Streaming requests to vLLM's OpenAI endpoints: one function per endpoint, one SSE loop.
+"""Streaming requests to vLLM's OpenAI endpoints: one function per API route, one SSE loop.
 
 Errors (HTTP status, connection, per-request timeout, a truncated stream) come back as
 records with ``error`` set, keeping the chunks received before the failure.
@@ -7,6 +7,7 @@ records with ``error`` set, keeping the chunks received before the failure.
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -19,17 +20,17 @@ from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
 from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
 
-Endpoint = Literal["completions", "chat"]
+ApiRoute = Literal["completions", "chat"]
+"""Which OpenAI API a cell's requests go to: ``/v1/completions`` or ``/v1/chat/completions``."""
 ERROR_DETAIL_CHARS = 300
 HTTP_OK = 200
 
 
 @dataclass(frozen=True, slots=True)
 class RequestSettings:
-    """What every request of a cell shares. ``max_tokens`` caps each prompt's own cap."""
+    """What every request of a cell shares besides the server. ``max_tokens`` caps each prompt's own cap."""
 
-    endpoint: Endpoint
-    model: str
+    route: ApiRoute
     max_tokens: int
     ignore_eos: bool
     sampling: SamplingSpec
@@ -39,23 +40,17 @@ class RequestSettings:
         return min(item.max_tokens, self.max_tokens) if item.max_tokens else self.max_tokens
 
 
-def bearer_headers(api_key: str | None) -> dict[str, str]:
-    """The Authorization header an OpenAI-compatible server (vLLM's ``--api-key``) checks; none
-    without a key. Headers are the only place the key goes."""
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
 class RequestFunc(Protocol):
-    async def __call__(self, client: aiohttp.ClientSession, item: PromptItem,
+    async def __call__(self, client: aiohttp.ClientSession, model: str, item: PromptItem,
                        settings: RequestSettings, index: int) -> RequestRecord: ...
 
 
-def request_body(settings: RequestSettings, item: PromptItem, index: int) -> dict[str, object]:
-    """Fields shared by both endpoints. A sampled (non-greedy) request gets seed = seed + index,
-    so every arm draws the same per-request seeds."""
+def request_body(model: str, settings: RequestSettings, item: PromptItem, index: int) -> dict[str, object]:
+    """Fields shared by both routes; ``model`` is the served model name. A sampled (non-greedy)
+    request gets seed = seed + index, so every arm draws the same per-request seeds."""
     sampling = settings.sampling
     body: dict[str, object] = {
-        "model": settings.model,
+        "model": model,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "max_tokens": settings.max_tokens_for(item),
@@ -68,29 +63,34 @@ def request_body(settings: RequestSettings, item: PromptItem, index: int) -> dic
     return body
 
 
-async def request_completion(client: aiohttp.ClientSession, item: PromptItem,
+async def request_completion(client: aiohttp.ClientSession, model: str, item: PromptItem,
                              settings: RequestSettings, index: int) -> RequestRecord:
-    body = request_body(settings, item, index) | {"prompt": item.prompt}
+    body = request_body(model, settings, item, index) | {"prompt": item.prompt}
     return await stream_request(client, "v1/completions", body, completion_text, item, settings, index)
 
 
-async def request_chat(client: aiohttp.ClientSession, item: PromptItem,
+async def request_chat(client: aiohttp.ClientSession, model: str, item: PromptItem,
                        settings: RequestSettings, index: int) -> RequestRecord:
-    body = request_body(settings, item, index) | {"messages": item.messages}
+    body = request_body(model, settings, item, index) | {"messages": item.messages}
     return await stream_request(client, "v1/chat/completions", body, chat_text, item, settings, index)
 
 
-REQUEST_FUNCS: dict[Endpoint, RequestFunc] = {"completions": request_completion, "chat": request_chat}
+REQUEST_FUNCS: dict[ApiRoute, RequestFunc] = {"completions": request_completion, "chat": request_chat}
 
 
-def check_prompts(prompts: list[PromptItem], endpoint: Endpoint) -> None:
-    """Fail before sending anything if a prompt does not suit the endpoint."""
+def route_for(prompts: Sequence[PromptItem]) -> ApiRoute:
+    """Chat when the prompts are message lists, else completions."""
+    return "chat" if prompts and prompts[0].messages is not None else "completions"
+
+
+def check_prompts(prompts: list[PromptItem], route: ApiRoute) -> None:
+    """Fail before sending anything if a prompt does not suit the route."""
     if not prompts:
         raise InputError("no prompts to send")
-    needed = "prompt" if endpoint == "completions" else "messages"
+    needed = "prompt" if route == "completions" else "messages"
     for item in prompts:
         if getattr(item, needed) is None:
-            raise InputError(f"prompt {item.id!r} has no {needed!r}, which the {endpoint} endpoint needs")
+            raise InputError(f"prompt {item.id!r} has no {needed!r}, which the {route} endpoint needs")
 
 
 async def stream_request(client: aiohttp.ClientSession, path: str, body: dict[str, object], text_of: TextOf,

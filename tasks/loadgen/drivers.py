@@ -20,7 +20,8 @@ import numpy as np
 from specfleet.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
 from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
-from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, bearer_headers, check_prompts
+from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, check_prompts
+from tasks.loadgen.endpoint import ServerEndpoint
 
 LAG_TICK_MS = 5.0
 
@@ -80,36 +81,35 @@ def poisson_offsets_ns(count: int, rate_per_s: float, seed: int) -> list[int]:
 
 
 async def run_load(
-    base_url: str,
+    endpoint: ServerEndpoint,
     prompts: Sequence[PromptItem],
     settings: RequestSettings,
     load: Load,
     *,
     requests: int,
     warmup_requests: int,
-    api_key: str | None = None,
     before_measured: Callable[[], Awaitable[None]] | None = None,
     stop_when: StopWhen | None = None,
 ) -> LoadResult:
     """Drive one cell: warm-up, then ``before_measured()`` (e.g. snapshot /metrics), then up to
     ``requests`` measured requests. Returns their records and the measured window.
 
-    ``api_key`` goes only into the Authorization header. Environment proxies are ignored
-    (a proxy would sit inside every measured latency). Paths join ``base_url`` as a prefix
-    (``http://host/prefix`` serves ``http://host/prefix/v1/completions``).
+    Environment proxies are ignored (a proxy would sit inside every measured latency). Paths
+    join the endpoint's base URL as a prefix (``http://host/prefix`` serves
+    ``http://host/prefix/v1/completions``).
     """
-    check_prompts(list(prompts), settings.endpoint)
-    request = REQUEST_FUNCS[settings.endpoint]
+    check_prompts(list(prompts), settings.route)
+    request = REQUEST_FUNCS[settings.route]
     pool = load.concurrency if isinstance(load, ClosedLoop) else None
     connector = aiohttp.TCPConnector(limit=pool or 0)  # 0: no limit (open loop)
-    async with aiohttp.ClientSession(base_url=base_url.rstrip("/") + "/", connector=connector,
-                                     headers=bearer_headers(api_key), timeout=aiohttp.ClientTimeout(),
+    async with aiohttp.ClientSession(base_url=endpoint.base_url.rstrip("/") + "/", connector=connector,
+                                     headers=endpoint.headers(), timeout=aiohttp.ClientTimeout(),
                                      trust_env=False) as client:
 
         def sender(first_index: int) -> Send:
             """Request i takes prompt i (cycling) and record/seed index first_index + i."""
             def send(i: int) -> Coroutine[object, object, RequestRecord]:
-                return request(client, prompts[i % len(prompts)], settings, first_index + i)
+                return request(client, endpoint.model, prompts[i % len(prompts)], settings, first_index + i)
             return send
 
         if warmup_requests:

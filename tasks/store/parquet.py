@@ -4,6 +4,7 @@ Nanosecond timestamps stay int64 (nullable ``Int64`` where a field may be None):
 float64 column would round them. ``extra`` is stored as a JSON object string.
 """
 
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,9 +72,12 @@ def frame_to_records(frame: pd.DataFrame) -> list[RequestRecord]:
     ]
 
 
-def write_records_parquet(path: Path, records: Sequence[RequestRecord]) -> None:
-    """Write with the fixed schema, so an all-empty or all-None column keeps its type."""
-    records_to_frame(records).to_parquet(path, engine="pyarrow", schema=RECORDS_SCHEMA, index=False)
+def records_parquet_bytes(records: Sequence[RequestRecord]) -> bytes:
+    """The one Parquet writer: with the fixed schema, so an all-empty or all-None column keeps
+    its type. Bytes, so the results store can write them atomically."""
+    buffer = io.BytesIO()
+    records_to_frame(records).to_parquet(buffer, engine="pyarrow", schema=RECORDS_SCHEMA, index=False)
+    return buffer.getvalue()
 
 
 def read_records_parquet(path: Path) -> list[RequestRecord]:

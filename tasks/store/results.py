@@ -14,13 +14,14 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from specfleet.errors import StorageFull
-from specfleet.results import CellResult
+from specfleet.results import CellResult, RequestRecord
+from tasks.store.parquet import records_parquet_bytes
 from tasks.store.s3_mirror import S3Mirror
 
 MIRROR_ENV = "SPECFLEET_RESULTS_S3"
@@ -84,9 +85,10 @@ class ResultsStore:
     def log_path(self, arm: str) -> Path:
         return self.dir / "logs" / f"{arm}.log"
 
-    def write_records(self, key: str, parquet_bytes: bytes) -> str:
+    def write_records(self, key: str, records: Sequence[RequestRecord]) -> str:
+        """A cell's per-request Parquet; returns its path relative to the sweep's directory."""
         path = self.records_path(key)
-        atomic_write_bytes(path, parquet_bytes)
+        atomic_write_bytes(path, records_parquet_bytes(records))
         self._written(path)
         return str(path.relative_to(self.dir))
 

@@ -18,9 +18,10 @@ from cli.main import app
 from specfleet.prompts import PromptItem
 from specfleet.telemetry import parse_spec_decode_counters, spec_decode_delta
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.arm.probes import ProbeEndpoint, greedy_probe
+from tasks.arm.probes import greedy_probe
 from tasks.engine.server import ArmServer
 from tasks.fixtures.build import build_fixtures
+from tasks.loadgen import ServerEndpoint
 from tasks.plan.prompt_sets import bundled_names, resolve_prompts
 from tests.integration.idle_servers import IdleServers
 
@@ -47,7 +48,7 @@ def _bundled_prompts() -> list[PromptItem]:
 def _greedy_with_counters(server: ArmServer) -> tuple[dict[str, list[int]], dict[str, float] | None]:
     """Greedy token ids per prompt id, and how far the server's spec-decode counters moved."""
     before = parse_spec_decode_counters(httpx.get(f"{server.base_url}/metrics", timeout=10).text)
-    endpoint = ProbeEndpoint(server.base_url, SERVED_MODEL_NAME)
+    endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME)
     tokens = asyncio.run(greedy_probe(endpoint, _bundled_prompts(), MAX_TOKENS))
     after = parse_spec_decode_counters(httpx.get(f"{server.base_url}/metrics", timeout=10).text)
     if before is None or after is None:

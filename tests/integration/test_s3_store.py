@@ -7,11 +7,13 @@ import boto3
 import pytest
 
 from specfleet.contract import CellIdentity
-from specfleet.results import CellResult, DistributionSummary, EnergyReading, Throughput
+from specfleet.results import CellResult, DistributionSummary, EnergyReading, RequestRecord, Throughput
 from tasks.store.results import ResultsStore
 from tests.integration.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
+
+RECORDS = [RequestRecord(index=0, prompt_id="p0", send_ns=1, error="timed out")]
 
 
 @pytest.fixture
@@ -36,7 +38,7 @@ def _cell(key: str) -> CellResult:
 
 def test_resume_on_a_fresh_machine_finds_finished_cells(s3_env: S3Server, tmp_path: Path) -> None:
     first = ResultsStore(tmp_path / "machine-a", "sweep-1", mirror_url="s3://results/nightly")
-    first.write_records("k1", b"parquet bytes")
+    first.write_records("k1", RECORDS)
     first.write_cell(_cell("k1"))
     first.write_json("equivalence/baseline.json", {"greedy": {"p0": [1, 2]}})
     listing = boto3.client("s3").list_objects_v2(Bucket="results", Prefix="nightly/sweep-1/")
@@ -46,12 +48,12 @@ def test_resume_on_a_fresh_machine_finds_finished_cells(s3_env: S3Server, tmp_pa
 
     second = ResultsStore(tmp_path / "machine-b", "sweep-1", mirror_url="s3://results/nightly")
     assert second.complete_keys() == {"k1"}
-    assert second.records_path("k1").read_bytes() == b"parquet bytes"
+    assert second.records_path("k1").read_bytes() == first.records_path("k1").read_bytes()
     assert second.read_json("equivalence/baseline.json") == {"greedy": {"p0": [1, 2]}}
 
 
 def test_records_without_their_cell_json_are_not_done(s3_env: S3Server, tmp_path: Path) -> None:
     first = ResultsStore(tmp_path / "a", "sweep-2", mirror_url="s3://results/nightly")
-    first.write_records("half", b"only the records arrived")
+    first.write_records("half", RECORDS)
     second = ResultsStore(tmp_path / "b", "sweep-2", mirror_url="s3://results/nightly")
     assert second.complete_keys() == set()

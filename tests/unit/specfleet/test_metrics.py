@@ -24,7 +24,7 @@ from specfleet.metrics import (
     tpot_series_ms,
     ttft_series_ms,
 )
-from specfleet.results.cell import CellResult, EnergyReading, PercentileEstimate
+from specfleet.results.cell import SERVER_DIED, CellResult, EnergyReading, PercentileEstimate, judge_cell
 from specfleet.results.records import RequestRecord
 
 MS = 1_000_000  # ns per ms: fixtures are written in ms, stored as exact integer ns
@@ -215,7 +215,34 @@ def test_cell_invalid_on_accounting_or_nothing_completed() -> None:
 def test_cell_failed_when_the_server_failed() -> None:
     cell = _cell([create_record(0, [(10, 1)])], server_failed=True, runner_reasons=("server exited with 1",))
     assert cell.status == "failed"
-    assert cell.reasons == ["server exited with 1"]
+    assert cell.reasons == [SERVER_DIED, "server exited with 1"]
+
+
+def test_a_runner_reason_alone_makes_the_cell_invalid() -> None:
+    cell = _cell([create_record(0, [(10, 1)])], runner_reasons=("client saturated",))
+    assert (cell.status, cell.reasons) == ("invalid", ["client saturated"])
+
+
+def test_the_status_rule() -> None:
+    assert judge_cell([], server_failed=False) == ("ok", [])
+    assert judge_cell(["a"], server_failed=False) == ("invalid", ["a"])
+    assert judge_cell([], server_failed=True) == ("failed", [SERVER_DIED])
+    assert judge_cell(["a", SERVER_DIED], server_failed=True) == ("failed", [SERVER_DIED, "a"])
+
+
+def test_reasons_added_later_are_judged_by_the_same_rule() -> None:
+    ok = _cell([create_record(0, [(10, 1)])])
+    assert ok.status == "ok"
+    assert ok.with_reasons([]) == ok
+    assert (ok.with_reasons(["late"]).status, ok.with_reasons(["late"]).reasons) == ("invalid", ["late"])
+    died = ok.with_reasons(["log tail"], server_failed=True)
+    assert (died.status, died.reasons) == ("failed", [SERVER_DIED, "log tail"])
+    again = died.with_reasons(["more"])  # a failed cell stays failed, its reason once
+    assert (again.status, again.reasons) == ("failed", [SERVER_DIED, "log tail", "more"])
+    invalid = _cell([create_record(0, [(10, 2)], usage=3)], runner_reasons=("client saturated",))
+    late_death = invalid.with_reasons(["log tail"], server_failed=True)
+    assert late_death.status == "failed"
+    assert late_death.reasons == [SERVER_DIED, *invalid.reasons, "log tail"]
 
 
 # --- distribution summaries -------------------------------------------------------

@@ -8,7 +8,6 @@ from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from tasks.store.parquet import write_records_parquet
 from tasks.store.results import ResultsStore
 
 MS = 1_000_000
@@ -68,9 +67,7 @@ def records(gap_ms: int, tokens_per_chunk: int = 1, n: int = 4) -> list[RequestR
 
 def store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, key: str,
                reqs: list[RequestRecord], status_failed: bool = False) -> CellResult:
-    path = store.records_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_records_parquet(path, reqs)
+    records_file = store.write_records(key, reqs)
     spec = None if ident.k is None else SpecDecodeStats(
         num_drafts=10, num_draft_tokens=20, num_accepted_tokens=15, accepted_per_position=[8, 7],
         acceptance_rate=0.75, mean_acceptance_length=2.5, acceptance_per_position=[0.8, 0.7])
@@ -78,6 +75,6 @@ def store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, ke
                          ignore_eos=True, max_error_fraction=0.05,
                          energy=EnergyReading(source="none", joules=None, reason="no counter here"),
                          spec_decode=spec, server_failed=status_failed,
-                         records_file=str(path.relative_to(store.dir)), started_at=f"t-{key}")
+                         records_file=records_file, started_at=f"t-{key}")
     store.write_cell(cell)
     return cell

@@ -14,12 +14,20 @@ from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
 from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
-from tasks.loadgen import ClosedLoop, LoadResult, PoissonArrivals, RequestSettings, poisson_offsets_ns, run_load
+from tasks.loadgen import (
+    ClosedLoop,
+    LoadResult,
+    PoissonArrivals,
+    RequestSettings,
+    ServerEndpoint,
+    poisson_offsets_ns,
+    run_load,
+)
 from tests.unit.tasks.test_loadgen_sse import CHAT_STREAM, COMPLETION_STREAM
 
 PROMPTS = [PromptItem(id=f"p{i}", prompt=f"prompt {i}", max_tokens=3 if i == 1 else None) for i in range(3)]
-SETTINGS = RequestSettings(endpoint="completions", model="tiny", max_tokens=5, ignore_eos=True,
-                           sampling=SamplingSpec(), timeout_s=5.0)
+MODEL = "tiny"
+SETTINGS = RequestSettings(route="completions", max_tokens=5, ignore_eos=True, sampling=SamplingSpec(), timeout_s=5.0)
 READ_GAP_S = 0.1
 
 
@@ -35,13 +43,14 @@ class Recorder:
         self.bodies: list[dict[str, object]] = []
         self.headers: list[dict[str, str]] = []
 
-    def run(self, *args: Any, prefix: str = "", **kwargs: Any) -> LoadResult:
-        """``run_load(base_url, *args, **kwargs)`` against this server, ``prefix`` after its address."""
+    def run(self, *args: Any, prefix: str = "", api_key: str | None = None, **kwargs: Any) -> LoadResult:
+        """``run_load(endpoint, *args, **kwargs)`` against this server, ``prefix`` after its address."""
         async def main() -> LoadResult:
             server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
             port = server.sockets[0].getsockname()[1]
             async with server:
-                return await run_load(f"http://127.0.0.1:{port}{prefix}", *args, **kwargs)
+                endpoint = ServerEndpoint(f"http://127.0.0.1:{port}{prefix}", MODEL, api_key)
+                return await run_load(endpoint, *args, **kwargs)
         return asyncio.run(main())
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -98,7 +107,7 @@ def test_completion_body_and_record() -> None:
 def test_sampled_requests_get_per_request_seeds_and_chat_messages() -> None:
     recorder = Recorder(CHAT_STREAM)
     prompts = [PromptItem(id="c", messages=[{"role": "user", "content": "hi"}])]
-    settings = RequestSettings(endpoint="chat", model="tiny", max_tokens=4, ignore_eos=False,
+    settings = RequestSettings(route="chat", max_tokens=4, ignore_eos=False,
                                sampling=SamplingSpec(name="t1", temperature=1.0, seed=10), timeout_s=5.0)
     result = recorder.run(prompts, settings, ClosedLoop(1), requests=2, warmup_requests=0)
     assert [b["seed"] for b in recorder.bodies] == [10, 11]
@@ -145,15 +154,14 @@ def test_failures_become_records(recorder: Recorder, expected: str) -> None:
 
 
 def test_timeout_becomes_a_record() -> None:
-    settings = RequestSettings(endpoint="completions", model="m", max_tokens=5, ignore_eos=True,
-                               sampling=SamplingSpec(), timeout_s=0.05)
+    settings = RequestSettings(route="completions", max_tokens=5, ignore_eos=True, sampling=SamplingSpec(),
+                               timeout_s=0.05)
     result = Recorder(stall_s=5.0).run(PROMPTS, settings, ClosedLoop(1), requests=1, warmup_requests=0)
     assert result.records[0].error == "timed out after 0.05 s"
 
 
-def test_prompts_must_suit_the_endpoint() -> None:
-    chat = RequestSettings(endpoint="chat", model="m", max_tokens=1, ignore_eos=True,
-                           sampling=SamplingSpec(), timeout_s=1.0)
+def test_prompts_must_suit_the_route() -> None:
+    chat = RequestSettings(route="chat", max_tokens=1, ignore_eos=True, sampling=SamplingSpec(), timeout_s=1.0)
     with pytest.raises(InputError, match="prompt 'p0' has no 'messages'"):
         Recorder().run(PROMPTS, chat, ClosedLoop(1), requests=1, warmup_requests=0)
 
@@ -230,8 +238,8 @@ def test_connection_refused_becomes_a_record() -> None:
         port = server.sockets[0].getsockname()[1]
         server.close()
         await server.wait_closed()
-        return await run_load(f"http://127.0.0.1:{port}", PROMPTS, SETTINGS, ClosedLoop(1), requests=1,
-                              warmup_requests=0)
+        return await run_load(ServerEndpoint(f"http://127.0.0.1:{port}", MODEL), PROMPTS, SETTINGS, ClosedLoop(1),
+                              requests=1, warmup_requests=0)
 
     record = asyncio.run(main()).records[0]
     assert record.error is not None and record.error.startswith("ClientConnectorError")

@@ -1,17 +1,21 @@
-"""RequestRecords survive DataFrame and Parquet round trips exactly (ns stay int64)."""
+"""RequestRecords survive DataFrame and Parquet round trips exactly (ns stay int64), and a cell's
+stored Parquet has the fixed schema whatever its records hold."""
 
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
+import pytest
 
 from specfleet.results.records import RequestRecord
 from tasks.store.parquet import (
     RECORDS_SCHEMA,
     frame_to_records,
     read_records_parquet,
+    records_parquet_bytes,
     records_to_frame,
-    write_records_parquet,
 )
+from tasks.store.results import ResultsStore
 
 BIG_NS = 2**60 + 1  # not representable in float64: a float column would round it
 
@@ -22,6 +26,9 @@ RECORDS = [
                   extra={"trailing_tokens": 1.0, "spec_num_draft_tokens": 6.0}),
     RequestRecord(index=1, prompt_id="b", send_ns=7, error="HTTP 500: boom"),
 ]
+ALL_FAILED = [RequestRecord(index=i, prompt_id=str(i), send_ns=i, error="timed out") for i in range(3)]
+NO_ERRORS = [RequestRecord(index=i, prompt_id=str(i), send_ns=i, chunk_ns=(i + 1,), chunk_tokens=(1,), end_ns=i + 2,
+                           finish_reason="length", text="x") for i in range(2)]
 
 
 def test_frame_round_trip_and_columns() -> None:
@@ -34,15 +41,18 @@ def test_frame_round_trip_and_columns() -> None:
 
 def test_parquet_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "records.parquet"
-    write_records_parquet(path, RECORDS)
+    path.write_bytes(records_parquet_bytes(RECORDS))
     assert read_records_parquet(path) == RECORDS
     assert frame_to_records(pd.read_parquet(path)) == RECORDS
 
 
-def test_columns_keep_their_types_when_all_empty_or_missing(tmp_path: Path) -> None:
-    records = [RequestRecord(index=i, prompt_id=str(i), send_ns=i, error="timed out") for i in range(3)]
-    path = tmp_path / "failed.parquet"
-    write_records_parquet(path, records)
-    assert read_records_parquet(path) == records
-    write_records_parquet(tmp_path / "none.parquet", [])
-    assert read_records_parquet(tmp_path / "none.parquet") == []
+@pytest.mark.parametrize("records", [RECORDS, ALL_FAILED, NO_ERRORS, []], ids=["mixed", "all-failed", "no-errors",
+                                                                             "none"])
+def test_a_stored_cell_has_exactly_the_fixed_schema(tmp_path: Path, records: list[RequestRecord]) -> None:
+    """All-failed cells have only null optional columns, error-free ones a null ``error`` column
+    and an empty cell empty lists: without the schema Parquet would type those columns null."""
+    store = ResultsStore(tmp_path, "sweep")
+    stored = store.dir / store.write_records("k", records)
+    assert stored == store.records_path("k")
+    assert pq.read_schema(stored).remove_metadata() == RECORDS_SCHEMA
+    assert read_records_parquet(stored) == records

@@ -28,7 +28,6 @@ from tasks.analysis.aggregate import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.publish import log_to_sweep_run
-from tasks.store.parquet import write_records_parquet
 from tasks.store.results import ResultsStore
 from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
 
@@ -82,9 +81,7 @@ def _store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, k
     duration = BASELINE_END_S if ident.phase == "baseline_end" else (
         BASELINE_S if ident.k is None else DURATION_S.get(where, 3.0) * scale)
     reqs = _requests(ident)
-    path = store.records_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_records_parquet(path, reqs)
+    records_file = store.write_records(key, reqs)
     measured = ident.arm == "draft-k2"
     energy = EnergyReading(source="nvml", joules=40.0 * duration) if measured else EnergyReading(
         source="none", joules=None, reason="no NVML device on this host")
@@ -94,7 +91,7 @@ def _store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, k
                          ignore_eos=True, max_error_fraction=0.05, energy=energy, spec_decode=_spec(ident),
                          spec_decode_unavailable="ngram: counters not exposed" if ident.method == "ngram" else None,
                          kv_cache=kv, server_failed=where == FAILED, engine_version="0.32.0",
-                         records_file=str(path.relative_to(store.dir)), started_at=f"t-{key}")
+                         records_file=records_file, started_at=f"t-{key}")
     store.write_cell(cell)
 
 

@@ -12,8 +12,9 @@ from tasks.store.results import ResultsStore
 ROOT = Path(__file__).resolve().parents[3]
 
 FILL_DISK = """
-import resource, signal, sys
+import os, resource, signal, sys
 from specfleet.errors import StorageFull
+from specfleet.results import RequestRecord
 from pathlib import Path
 from tasks.store.results import ResultsStore
 
@@ -22,7 +23,7 @@ store.write_json("cells/first.json", {"key": "first"})
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
 try:
-    store.write_records("second", b"x" * (1024 * 1024))
+    store.write_records("second", [RequestRecord(index=0, prompt_id="p", send_ns=0, text=os.urandom(2**19).hex())])
 except StorageFull as err:
     print(err.strerror)
     sys.exit(7)

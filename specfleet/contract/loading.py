@@ -30,8 +30,16 @@ def parse_sweep_config(text: str, source: str) -> SweepConfig:
         raise InputError(format_validation_error(err, source, lines)) from None
 
 
-def format_validation_error(err: ValidationError, source: str, lines: dict[Path_, int] | None = None) -> str:
-    """All errors on one line: ``file:line: field.path: what is wrong (got value)``."""
+SWEEP_SCHEMA = "see configs/demo-cpu.yaml for the schema"
+
+
+def format_validation_error(
+    err: ValidationError, source: str, lines: dict[Path_, int] | None = None, schema: str = SWEEP_SCHEMA
+) -> str:
+    """All errors on one line: ``file:line: field.path: what is wrong (got value)``.
+
+    ``schema`` tells where the known keys are, after an unknown key.
+    """
     parts = []
     for item in err.errors(include_url=False):
         loc = tuple(item["loc"])
@@ -41,7 +49,7 @@ def format_validation_error(err: ValidationError, source: str, lines: dict[Path_
         got = f" (got {item['input']!r})" if item["type"] not in {"missing"} and _short(item["input"]) else ""
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            message = "unknown key (check the spelling; see configs/demo-cpu.yaml for the schema)"
+            message = f"unknown key (check the spelling; {schema})"
             got = ""
         parts.append(f"{where}: {field}: {message}{got}")
     return "; ".join(parts)

@@ -1,4 +1,4 @@
-"""Percentile-bootstrap intervals for speedups, over requests or over repeats.
+"""Percentile-bootstrap intervals: speedups over requests or repeats, score differences over items.
 
 Every function takes a ``numpy.random.Generator`` (``default_rng(seed)``) so a run repeats.
 """
@@ -13,7 +13,7 @@ from pydantic import Field
 from specfleet.contract.base import RecordModel
 
 FloatArray = npt.NDArray[np.float64]
-Basis = Literal["requests", "repeats"]
+Basis = Literal["requests", "repeats", "items"]
 
 
 class Interval(RecordModel):
@@ -23,7 +23,9 @@ class Interval(RecordModel):
     low: float | None
     high: float | None
     confidence: float
-    basis: Basis = Field(description="What was resampled: requests within cells, or repeated cells.")
+    basis: Basis = Field(
+        description="What was resampled: requests within cells, repeated cells, or scored-set items (paired)."
+    )
     resamples: int
 
 
@@ -80,17 +82,22 @@ def ratio_interval(
     confidence: float,
     basis: Basis,
 ) -> Interval:
-    """Interval of numerator / denominator replicates around ``estimate``.
-
-    Replicates that are not finite (a zero denominator) are dropped; with fewer than
-    half left the interval is None.
-    """
+    """Interval of numerator / denominator replicates around ``estimate`` (a zero denominator
+    makes a replicate that ``percentile_interval`` drops)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)
-    finite = ratios[np.isfinite(ratios)]
+    return percentile_interval(estimate, ratios, confidence, basis)
+
+
+def percentile_interval(estimate: float, replicates: FloatArray, confidence: float, basis: Basis) -> Interval:
+    """The central ``confidence`` percentile interval of ``replicates`` around ``estimate``.
+
+    Replicates that are not finite are dropped; with fewer than half left the interval is None.
+    """
+    finite = replicates[np.isfinite(replicates)]
     low = high = None
-    if finite.size * 2 >= ratios.size and finite.size > 0:
+    if finite.size * 2 >= replicates.size and finite.size > 0:
         tail = (1.0 - confidence) / 2.0 * 100.0
         low, high = (float(x) for x in np.percentile(finite, [tail, 100.0 - tail]))
     return Interval(estimate=estimate, low=low, high=high, confidence=confidence, basis=basis,
-                    resamples=int(ratios.size))
+                    resamples=int(replicates.size))

@@ -68,6 +68,15 @@ def test_contradictions_are_rejected(old: str, new: str, expected: str) -> None:
     assert expected in _error(DEMO.replace(old, new, 1))
 
 
+def test_a_prompt_class_may_name_a_scored_set() -> None:
+    extraction = "{name: extraction, max_output_tokens: 48}"
+    with_set = DEMO.replace(extraction, "{name: extraction, max_output_tokens: 48, scored_set: sets/x.jsonl}")
+    classes = parse_sweep_config(with_set, "demo").prompt_classes
+    assert [c.scored_set for c in classes] == [None, "sets/x.jsonl", None]
+    message = _error(DEMO.replace(extraction, "{name: extraction, scored_set: ''}"))
+    assert "prompt_classes[1].scored_set" in message
+
+
 def test_malformed_yaml_names_the_line() -> None:
     message = _error(DEMO.replace("load:\n", "load:\n  : [\n"))
     assert message.startswith("sweep.yaml:") and "malformed YAML" in message

@@ -1,5 +1,5 @@
-"""Greedy exact match, the stochastic two-sample test (its level by simulation), the design
-and the quality gate."""
+"""Greedy exact match, the stochastic two-sample test (its level by simulation) and its design
+(the quality gate: test_quality.py)."""
 
 import numpy as np
 import pytest
@@ -15,7 +15,6 @@ from specfleet.stats.equivalence import (
     stochastic_power,
     stochastic_sample_size,
 )
-from specfleet.stats.quality import quality_gate
 
 NEXT_TOKEN = np.array([0.4, 0.25, 0.15, 0.1, 0.05, 0.03, 0.02])
 
@@ -144,15 +143,3 @@ def test_stochastic_inputs_are_checked() -> None:
     with pytest.raises(InputError, match="no samples in one arm"):
         stochastic_equivalence({"p": [[1]]}, {"p": []})
 
-
-# --- quality ------------------------------------------------------------------------------
-
-def test_quality_gate_tolerance() -> None:
-    assert quality_gate("gsm8k", 0.80, 0.79, tolerance=0.02).passed
-    failed = quality_gate("gsm8k", 0.80, 0.75, tolerance=0.02)
-    assert not failed.passed
-    assert failed.drop == pytest.approx(0.05)
-    assert "exceeds" in failed.gate().detail
-    assert quality_gate("perplexity", 10.0, 10.1, tolerance=0.2, higher_is_better=False).passed
-    with pytest.raises(InputError, match="tolerance"):
-        quality_gate("x", 1.0, 1.0, tolerance=-1)

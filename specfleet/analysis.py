@@ -31,11 +31,20 @@ class SweepAnalysis:
 
 
 def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
-                  probes: Mapping[str, EquivalenceProbe]) -> SweepAnalysis:
-    """``records`` by cell key (usable cells without records get no sample); ``probes`` by arm."""
-    equivalence = arm_equivalence(config, arm_plans(config), probes)
+                  probes: Mapping[str, EquivalenceProbe], engine_findings: Sequence[str] = ()) -> SweepAnalysis:
+    """``records`` by cell key (usable cells without records get no sample); ``probes`` by arm;
+    ``engine_findings``: defects of the installed engine that taint every sampled result of a
+    speculative arm (its stochastic gate and its decisions at temperature > 0 name them)."""
+    equivalence = arm_equivalence(config, arm_plans(config), probes, engine_findings)
     samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
                for c in cells if c.usable and c.key in records}
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
-    decisions = decide_all(cells, samples, config, gates)
+    decisions = [_with_findings(d, config, engine_findings) for d in decide_all(cells, samples, config, gates)]
     return SweepAnalysis(equivalence, decisions, k_policy_reports(decisions, cells, config))
+
+
+def _with_findings(decision: Decision, config: SweepConfig, engine_findings: Sequence[str]) -> Decision:
+    sampled = next(s for s in config.sampling if s.name == decision.slice.sampling)
+    if sampled.greedy or not engine_findings:
+        return decision
+    return decision.model_copy(update={"reason": "; ".join([decision.reason, *engine_findings])})

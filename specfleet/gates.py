@@ -5,7 +5,7 @@ own repeat as the control, and the pre-specified stochastic distribution test. T
 aggregate step and the report both call ``arm_equivalence``; nothing else makes a gate.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -44,17 +44,28 @@ class ArmEquivalence:
     stochastic: StochasticResult | None
     unavailable: list[str]
     """Why a test has no result (no stored probe, no samples, no stochastic spec)."""
+    engine_findings: tuple[str, ...] = ()
+    """Engine defects that taint sampled continuations (``specfleet.engine_findings``)."""
 
     @property
     def gates(self) -> list[GateResult]:
         """The gates a decision consumes: none without a greedy result (the decision says so)."""
         if self.greedy is None:
             return []
-        return [self.greedy.gate()] + ([self.stochastic.gate()] if self.stochastic else [])
+        return [self.greedy.gate()] + ([self.stochastic_gate] if self.stochastic else [])
+
+    @property
+    def stochastic_gate(self) -> GateResult:
+        """The stochastic test's gate, its detail naming any engine defect behind the samples."""
+        assert self.stochastic is not None
+        gate = self.stochastic.gate()
+        if not self.engine_findings:
+            return gate
+        return gate.model_copy(update={"detail": "; ".join([gate.detail, *self.engine_findings])})
 
 
-def arm_equivalence(config: SweepConfig, plans: list[ArmPlan],
-                    probes: Mapping[str, EquivalenceProbe]) -> list[ArmEquivalence]:
+def arm_equivalence(config: SweepConfig, plans: list[ArmPlan], probes: Mapping[str, EquivalenceProbe],
+                    engine_findings: Sequence[str] = ()) -> list[ArmEquivalence]:
     """``plans[0]`` is the baseline; ``probes`` holds the arms that stored a probe."""
     baseline = probes.get(plans[0].arm)
     spec = config.equivalence.stochastic
@@ -76,5 +87,5 @@ def arm_equivalence(config: SweepConfig, plans: list[ArmPlan],
                 stochastic = stochastic_equivalence(
                     baseline.stochastic, probe.stochastic, significance=spec.significance, power=spec.power,
                     min_detectable_tv=spec.min_detectable_tv, permutations=PERMUTATIONS, seed=config.analysis.seed)
-        out.append(ArmEquivalence(plan.arm, greedy, stochastic, missing))
+        out.append(ArmEquivalence(plan.arm, greedy, stochastic, missing, tuple(engine_findings)))
     return out

@@ -8,6 +8,7 @@ from pydantic import Field
 from specfleet.contract.base import RecordModel
 from specfleet.decision_table import DecisionRow
 from specfleet.decisions import Decision
+from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
 from specfleet.results import ArmTiming
 from specfleet.stats.quality import GateResult
@@ -42,6 +43,8 @@ class SweepSummary(RecordModel):
     negative_cells: list[DecisionRow]
     decisions: list[Decision]
     k_policy: list[KPolicyReport]
+    engine_checks: list[EngineCheck] = Field(
+        default_factory=list, description="The installed engine's self-checks (none in older summaries).")
     results_dir: str
 
     @property

@@ -67,3 +67,8 @@ class HardwareSpec(ContractModel):
     price_is_illustrative: bool = Field(
         False, description="True when the price is not the organization's real rate."
     )
+
+    @property
+    def on_cpu(self) -> bool:
+        """The CPU build of vLLM: arms take whole nodes, the engine's CPU self-checks apply."""
+        return self.accelerator.strip().lower() == "cpu"

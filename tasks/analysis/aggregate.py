@@ -8,11 +8,12 @@ from pathlib import Path
 from specfleet.analysis import SweepAnalysis, analyse_sweep
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decision_table import decision_rows, negative_cells
+from specfleet.engine_findings import EngineChecks
 from specfleet.gates import EquivalenceProbe
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import ArmSummary, SweepSummary
 from tasks.cluster.stage import ArmReport
-from tasks.plan.sweep_plan import SweepPlan
+from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, SweepPlan
 from tasks.store.parquet import read_records_parquet
 
 
@@ -30,8 +31,16 @@ def stored_records(sweep_dir: Path, cells: Sequence[CellResult],
             if c.records_file and (c.usable or not usable_only) and (sweep_dir / c.records_file).is_file()}
 
 
+def stored_engine_checks(sweep_dir: Path) -> EngineChecks:
+    """The preflight's engine self-checks; none for a sweep planned before they existed."""
+    path = sweep_dir / ENGINE_CHECKS_FILE
+    return EngineChecks.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else EngineChecks(
+        checks=[])
+
+
 def analyse_stored(sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult]) -> SweepAnalysis:
-    return analyse_sweep(config, cells, stored_records(sweep_dir, cells), stored_probes(sweep_dir, config))
+    return analyse_sweep(config, cells, stored_records(sweep_dir, cells), stored_probes(sweep_dir, config),
+                         stored_engine_checks(sweep_dir).findings)
 
 
 def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping[str, str]) -> str:
@@ -60,5 +69,6 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         gates=analysis.gates, notes=[*plan.warnings, *analysis.notes],
         cost_table=decision_rows(analysis.decisions, plan.config),
         negative_cells=negative_cells(analysis.decisions, plan.config),
-        decisions=analysis.decisions, k_policy=analysis.policies, results_dir=str(plan.store.dir),
+        decisions=analysis.decisions, k_policy=analysis.policies, engine_checks=plan.engine_checks,
+        results_dir=str(plan.store.dir),
     )

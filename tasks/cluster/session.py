@@ -16,10 +16,6 @@ ARM_RESOURCE = "specfleet_arm"
 """Custom resource, one per CPU node: CPU arms never share a machine's cores."""
 
 
-def is_cpu(config: SweepConfig) -> bool:
-    return config.hardware.accelerator.strip().lower() == "cpu"
-
-
 @contextmanager
 def ray_session(config: SweepConfig) -> Iterator[dict[str, Any]]:
     """Local Ray unless ``RAY_ADDRESS`` names a cluster; yields each arm's resource request
@@ -28,7 +24,7 @@ def ray_session(config: SweepConfig) -> Iterator[dict[str, Any]]:
     if os.environ.get("RAY_ADDRESS"):
         _connect(quiet)
     else:
-        ray.init(num_cpus=os.cpu_count() or 1, resources={ARM_RESOURCE: 1} if is_cpu(config) else None, **quiet)
+        ray.init(num_cpus=os.cpu_count() or 1, resources={ARM_RESOURCE: 1} if config.hardware.on_cpu else None, **quiet)
     try:
         yield arm_resources(config)
     finally:
@@ -50,7 +46,7 @@ def _connect(options: dict[str, Any], attempts: int = 3, backoff_s: float = 5.0)
 
 def arm_resources(config: SweepConfig) -> dict[str, Any]:
     """GPU arms ask for their tensor-parallel degree; a CPU arm takes a whole node's cores."""
-    if not is_cpu(config):
+    if not config.hardware.on_cpu:
         gpus = config.hardware.tensor_parallel_size
         seen = ray.cluster_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
         if seen < gpus:

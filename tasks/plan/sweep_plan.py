@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
+from specfleet.engine_findings import EngineCheck, EngineChecks
 from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint, changed_parts
 from specfleet.prompts import PromptItem
 from tasks.plan.config import load_sweep_config
+from tasks.plan.engine_check import engine_checks
 from tasks.plan.fingerprint import compute_fingerprint
 from tasks.plan.models import resolve_models
 from tasks.plan.preflight import config_base_dir, tokenizer_warnings
@@ -22,6 +24,7 @@ from tasks.store.results import ResultsStore
 
 Phase = Literal["main", "baseline_end"]
 SWEEP_FILE = "sweep.json"
+ENGINE_CHECKS_FILE = "engine_checks.json"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class SweepPlan:
     store: ResultsStore
     prompts_by_class: dict[str, list[PromptItem]]
     warnings: list[str]
+    engine_checks: list[EngineCheck]
     cells: dict[str, CellIdentity] = field(default_factory=dict)
     """Every planned cell by key, complete or not."""
     work: list[ArmWork] = field(default_factory=list)
@@ -111,9 +115,12 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> Swee
         store = ResultsStore(results_dir, new_sweep_id(config.name))
         store.write_json(SWEEP_FILE, {"name": config.name, "config": str(config_path.resolve()),
                                       "fingerprint": fingerprint.model_dump(mode="json")})
+    checks = engine_checks(fingerprint, config.hardware.on_cpu)
+    store.write_json(ENGINE_CHECKS_FILE, EngineChecks(checks=checks))
+    findings = EngineChecks(checks=checks).findings
     plan = SweepPlan(config=config, config_path=config_path, sweep_id=store.sweep_id, resumed=resume is not None,
                      resolved=resolved, fingerprint=fingerprint, store=store, prompts_by_class=prompts,
-                     warnings=tokenizer_warnings(config, resolved))
+                     warnings=[*tokenizer_warnings(config, resolved), *findings], engine_checks=checks)
     complete = store.complete_keys()
     arms = arm_plans(config)
     phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]

@@ -13,13 +13,14 @@ from pathlib import Path
 from specfleet.analysis import analyse_sweep
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
+from specfleet.engine_findings import EngineCheck
 from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint
 from specfleet.gates import ArmEquivalence, arm_equivalence
 from specfleet.kpolicy import KPolicyReport
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import SweepSummary
-from tasks.analysis.aggregate import stored_probes, stored_records
+from tasks.analysis.aggregate import stored_engine_checks, stored_probes, stored_records
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import SWEEP_FILE
 
@@ -42,6 +43,7 @@ class ReportData:
     decisions_source: str
     notes: list[str]
     failed_cells: list[str]
+    engine_checks: list[EngineCheck]
 
     @property
     def baseline_arm(self) -> str:
@@ -92,14 +94,15 @@ def load_report_data(sweep_dir: Path) -> ReportData:
     cells = _cells(sweep_dir, config)
     records = stored_records(sweep_dir, cells, usable_only=False)
     probes = stored_probes(sweep_dir, config)
-    equivalence = arm_equivalence(config, arm_plans(config), probes)
+    engine = stored_engine_checks(sweep_dir)
+    equivalence = arm_equivalence(config, arm_plans(config), probes, engine.findings)
     summary_path = sweep_dir / SUMMARY_FILE
     if summary_path.is_file():
         summary = SweepSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
         decisions, policies = summary.decisions, summary.k_policy
         origin, notes, failed = f"the sweep's {SUMMARY_FILE}", summary.notes, summary.failed_cells
     else:
-        analysis = analyse_sweep(config, cells, records, probes)
+        analysis = analyse_sweep(config, cells, records, probes, engine.findings)
         decisions, policies = analysis.decisions, analysis.policies
         origin = f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
         notes, failed = analysis.notes, []
@@ -107,5 +110,5 @@ def load_report_data(sweep_dir: Path) -> ReportData:
         sweep_id=sweep_dir.name, sweep_dir=sweep_dir, config=config, config_source=source,
         fingerprint=Fingerprint.model_validate(stored["fingerprint"]), cells=cells, records=records,
         equivalence=equivalence, decisions=decisions, policies=policies, decisions_source=origin,
-        notes=notes, failed_cells=failed,
+        notes=notes, failed_cells=failed, engine_checks=engine.checks,
     )

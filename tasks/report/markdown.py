@@ -6,7 +6,14 @@ policies, the negative cells and the gates, pointing at the HTML report for the 
 from specfleet.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
-from tasks.report.tables import COST_COLUMNS, NEGATIVE_COLUMNS, OVERHEAD_COLUMNS, k_policy_lines, markdown_table
+from tasks.report.tables import (
+    COST_COLUMNS,
+    NEGATIVE_COLUMNS,
+    OVERHEAD_COLUMNS,
+    engine_check_lines,
+    k_policy_lines,
+    markdown_table,
+)
 from tasks.report.views import load_label
 
 
@@ -30,6 +37,8 @@ def summary_markdown(summary: SweepSummary) -> str:
         *(f"- {arm}: {g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}\n"
           for arm, gates in summary.gates.items() for g in gates),
     ]
+    if summary.engine_checks:
+        parts += ["\n## Engine self-checks\n\n", *(line + "\n" for line in engine_check_lines(summary.engine_checks))]
     if summary.notes:
         parts += ["\n## Notes\n\n", *(f"- {note}\n" for note in summary.notes)]
     if summary.failed_cells:
@@ -76,6 +85,8 @@ def _measurement_lines(content: ReportContent) -> list[str]:
         results = [r.gate() for r in (e.greedy, e.stochastic) if r is not None]
         gates = "; ".join(f"{g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}" for g in results)
         lines.append(f"- {e.arm}: {gates or fmt.NA}" + (f" ({'; '.join(e.unavailable)})" if e.unavailable else ""))
+    if content.data.engine_checks:
+        lines += ["", "## Engine self-checks", "", *engine_check_lines(content.data.engine_checks)]
     if content.read_together:
         lines += ["", "## Latency caveats", "", *(f"- {n}" for n in content.read_together)]
     lines += ["", "## KV capacity", ""]

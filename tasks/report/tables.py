@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from specfleet.decision_table import DecisionRow
+from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
 from specfleet.summary import ArmSummary
 from tasks.report import fmt
@@ -70,3 +71,9 @@ def k_policy_lines(report: KPolicyReport) -> list[str]:
     config = report.speculative_config
     deploy = json.dumps(config, sort_keys=True) if config else "none: speculation adopted at no level"
     return [f"{head}: {levels}", f"  speculative_config: {deploy}"]
+
+
+def engine_check_lines(checks: Sequence[EngineCheck]) -> list[str]:
+    """One line per self-check of the installed engine, with the command that reproduces it."""
+    return [f"- {c.check} on {c.engine} {c.engine_version}: {c.outcome.upper().replace('_', ' ')}: {c.detail} "
+            f"(reproduce: `{c.reproducer}`)" for c in checks]

@@ -50,8 +50,16 @@ class IdleServers:
         self.start(kind)
         return self.started[kind]
 
+    def variant(self, kind: str, name: str, env: dict[str, str]) -> ArmServer:
+        """An idle server of ``kind`` started as ``name`` with ``env`` added to its environment."""
+        if name not in self.started:
+            self._start({name: self._server(kind, name, env)})
+        return self.started[name]
+
     def start(self, *kinds: str) -> None:
-        new = {kind: self._server(kind) for kind in kinds if kind not in self.started}
+        self._start({kind: self._server(kind, kind) for kind in kinds if kind not in self.started})
+
+    def _start(self, new: dict[str, ArmServer]) -> None:
         for server in new.values():
             server.launch()
         try:
@@ -67,8 +75,8 @@ class IdleServers:
         with ThreadPoolExecutor(max_workers=len(self.started) or 1) as pool:
             list(pool.map(ArmServer.stop, self.started.values()))
 
-    def _server(self, kind: str) -> ArmServer:
+    def _server(self, kind: str, name: str, env: dict[str, str] | None = None) -> ArmServer:
         arm, port = self.arms[kind], free_port()
         args = server_args(self.engine, self.target, arm, self.fixture_models, port, SERVED_MODEL_NAME)
-        return ArmServer(args, server_env(self.engine, arm), "127.0.0.1", port, self.logs / f"{kind}.log",
-                         self.engine.startup_timeout_s)
+        return ArmServer(args, server_env(self.engine, arm) | (env or {}), "127.0.0.1", port,
+                         self.logs / f"{name}.log", self.engine.startup_timeout_s)

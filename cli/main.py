@@ -46,19 +46,27 @@ def validate(
     config: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Validate a sweep config and show the matrix it expands into."""
+    """Validate a sweep config and its scored sets, and show the matrix it expands into."""
     from specfleet.contract import arm_plans, cell_identities
     from tasks.plan.config import load_sweep_config
+    from tasks.plan.preflight import config_base_dir
+    from tasks.plan.prompt_sets import load_scored_sets
 
     with exit_on_error():
         sweep = load_sweep_config(config)
+        scored = load_scored_sets(sweep, config_base_dir(config))
         arms = arm_plans(sweep)
         cells = sum(len(cell_identities(sweep, arm)) for arm in arms)
     names = [a.arm for a in arms]
+    items = {name: None if s is None else len(s.items) for name, s in scored.items()}
     if as_json:
-        print(json.dumps({"config": str(config), "name": sweep.name, "arms": names, "cells": cells}))
+        print(json.dumps({"config": str(config), "name": sweep.name, "arms": names, "cells": cells,
+                          "scored_items": items}))
     else:
-        console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(names)}), {cells} cells")
+        sets = ", ".join(f"{name} {'no scored set' if n is None else f'{n} items'}" for name, n in items.items())
+        gate = ("quality gate not run (equivalence.quality_tolerance is unset)"
+                if sweep.equivalence.quality_tolerance is None else f"quality gate: {sets}")
+        console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(names)}), {cells} cells; {gate}")
 
 
 def _mount() -> None:

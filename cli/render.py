@@ -53,8 +53,8 @@ def _rich_table(title: str, rows: Sequence[Row], columns: Sequence["Column[Row]"
 
 
 def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
-    """Cost table, decisions, negative-result cells, k policy; every figure from the stored cells."""
-    from tasks.report.tables import COST_COLUMNS, NEGATIVE_COLUMNS, OVERHEAD_COLUMNS, k_policy_lines
+    """Cost table, decisions, gates, negative-result cells, k policy; every figure from the stored cells."""
+    from tasks.report.tables import COST_COLUMNS, NEGATIVE_COLUMNS, OVERHEAD_COLUMNS, gate_lines, k_policy_lines
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold tables
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
@@ -69,6 +69,9 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
         colour = "green" if row.verdict == "adopt" else "red"
         out.print(f"  [{colour}]{row.verdict}[/{colour}] {row.method} k={row.k} "
                   f"{row.prompt_class} {row.load_mode}={row.load_value:g}: {row.reason}")
+    out.print("[bold]Equivalence gates[/bold] (the held-out quality gate per prompt class and sampling mode)")
+    for line in gate_lines(summary.gates, summary.quality):
+        out.print(f"  {line}", markup=False, highlight=False)
     out.print(_rich_table("Negative-result cells", summary.negative_cells, NEGATIVE_COLUMNS))
     out.print("[bold]k policy[/bold] (specfleet rule, all prompt classes)")
     for policy in (p for p in summary.k_policy if p.peer is None):

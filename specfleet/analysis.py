@@ -1,6 +1,6 @@
-"""A sweep's analysis from its stored measurements: the equivalence gates, every cell's decision
-and the k policies. The sweep's aggregate step and a report of a sweep that stopped before
-aggregating both call ``analyse_sweep``, so a verdict has one way to be made."""
+"""A sweep's analysis from its stored measurements: the equivalence and quality gates, every
+cell's decision and the k policies. The sweep's aggregate step and a report of a sweep that
+stopped before aggregating both call ``analyse_sweep``, so a verdict has one way to be made."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -9,6 +9,7 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision, decide_all
 from specfleet.gates import ArmEquivalence, EquivalenceProbe, arm_equivalence
 from specfleet.kpolicy import KPolicyReport, k_policy_reports
+from specfleet.quality_gates import QualityCheck, QualityProbe, quality_checks
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.quality import GateResult
 from specfleet.stats.samples import CellSample
@@ -17,12 +18,14 @@ from specfleet.stats.samples import CellSample
 @dataclass(frozen=True)
 class SweepAnalysis:
     equivalence: list[ArmEquivalence]
+    quality: list[QualityCheck]
     decisions: list[Decision]
     policies: list[KPolicyReport]
 
     @property
     def gates(self) -> dict[str, list[GateResult]]:
-        """The gates per speculative arm; an arm without a greedy result has none (its decisions say so)."""
+        """The equivalence gates per speculative arm; an arm without a greedy result has none (its decisions
+        say so). The quality gates, one per arm, prompt class and sampling mode, are in ``quality``."""
         return {e.arm: e.gates for e in self.equivalence if e.greedy is not None}
 
     @property
@@ -31,16 +34,20 @@ class SweepAnalysis:
 
 
 def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
-                  probes: Mapping[str, EquivalenceProbe], engine_findings: Sequence[str] = ()) -> SweepAnalysis:
-    """``records`` by cell key (usable cells without records get no sample); ``probes`` by arm;
-    ``engine_findings``: defects of the installed engine that taint every sampled result of a
-    speculative arm (its stochastic gate and its decisions at temperature > 0 name them)."""
+                  probes: Mapping[str, EquivalenceProbe], quality_probes: Mapping[str, QualityProbe],
+                  engine_findings: Sequence[str] = ()) -> SweepAnalysis:
+    """``records`` by cell key (usable cells without records get no sample); ``probes`` and
+    ``quality_probes`` by arm. Each decision consumes its arm's equivalence gates and its slice's
+    quality gate. ``engine_findings``: defects of the installed engine that taint every sampled
+    result of a speculative arm (its stochastic gate and its decisions at temperature > 0 name them)."""
     equivalence = arm_equivalence(config, arm_plans(config), probes, engine_findings)
+    quality = quality_checks(config, quality_probes)
     samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
                for c in cells if c.usable and c.key in records}
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
-    decisions = [_with_findings(d, config, engine_findings) for d in decide_all(cells, samples, config, gates)]
-    return SweepAnalysis(equivalence, decisions, k_policy_reports(decisions, cells, config))
+    decisions = [_with_findings(d, config, engine_findings)
+                 for d in decide_all(cells, samples, config, gates, {q.key: q.gate() for q in quality})]
+    return SweepAnalysis(equivalence, quality, decisions, k_policy_reports(decisions, cells, config))
 
 
 def _with_findings(decision: Decision, config: SweepConfig, engine_findings: Sequence[str]) -> Decision:

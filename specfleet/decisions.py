@@ -20,16 +20,17 @@ from specfleet.contract.sweep import SweepConfig
 from specfleet.contract.workload import SLOSpec
 from specfleet.cost import FleetCost, fleet_cost
 from specfleet.errors import InputError
+from specfleet.quality_gates import SliceKey
 from specfleet.results.cell import CellResult
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.noise import ConfigKey, baseline_noise, config_key, noise_for
-from specfleet.stats.quality import GateResult
+from specfleet.stats.quality import GateResult, quality_not_run
 from specfleet.stats.samples import CellSample
 
 ReasonCode = Literal[
     "adopt", "baseline_unqualified", "candidate_not_usable", "baseline_not_usable", "no_qualified_tokens",
     "slo_missed", "no_gate", "gate_failed", "no_noise_estimate", "cost_not_lower", "within_noise",
-    "interval_not_lower",
+    "interval_not_lower", "quality_not_run",
 ]
 
 
@@ -208,40 +209,54 @@ def _cost_figures(c: Comparison, hardware: HardwareSpec, noise: float | None, so
     )
 
 
+BEFORE_QUALITY: tuple[ReasonCode, ...] = ("no_qualified_tokens", "slo_missed", "no_gate", "gate_failed")
+"""Rejections that stand whether or not the quality gate ran."""
+
+
 def decide(
     where: Slice, c: Comparison, hardware: HardwareSpec, noise: float | None, noise_source: str,
-    gates: Sequence[GateResult],
+    gates: Sequence[GateResult], quality: GateResult,
 ) -> Decision:
-    """Adopt only when every test passes, checked in this order; the first failure is the reason."""
-    def verdict(code: ReasonCode, reason: str, cost: CostFigures | None = None) -> Decision:
-        ok = code in ("adopt", "baseline_unqualified")
-        return Decision(slice=where, verdict="adopt" if ok else "reject", reason_code=code, reason=reason,
-                        comparison=c, cost=cost, gates=list(gates))
+    """Adopt only when every test passes, checked in this order; the first failure is the reason.
 
+    ``gates`` are the arm's equivalence gates, ``quality`` this slice's held-out quality gate. A
+    quality gate that did not run has not passed, so it rejects the slice, with its own code
+    (``quality_not_run``, never mistaken for a failed gate) and a reason naming why it did not
+    run and what the other tests concluded (issue 15: it never passes silently).
+    """
+    code, reason, cost = _verdict(c, hardware, noise, noise_source, gates, quality)
+    if not quality.ran and code not in BEFORE_QUALITY:
+        code, reason = "quality_not_run", (f"{quality.detail}: not adopted, since a gate that did not run has not "
+                                           f"passed (were it to pass: {reason})")
+    return Decision(slice=where, verdict="adopt" if code in ("adopt", "baseline_unqualified") else "reject",
+                    reason_code=code, reason=reason, comparison=c, cost=cost, gates=[*gates, quality])
+
+
+def _verdict(c: Comparison, hardware: HardwareSpec, noise: float | None, noise_source: str,
+             gates: Sequence[GateResult], quality: GateResult) -> tuple[ReasonCode, str, CostFigures | None]:
+    """The first test that fails, in order; a quality gate that did not run is left to ``decide``."""
     if c.candidate_qualified_tokens_per_s <= 0:
-        return verdict("no_qualified_tokens", "no request of the speculative arm met its SLO")
+        return "no_qualified_tokens", "no request of the speculative arm met its SLO", None
     cost = _cost_figures(c, hardware, noise, noise_source)
     if not c.candidate_slo_holds:
-        missed = f"p{c.slo_percentile:g} TTFT or ITL of the speculative arm misses the SLO"
-        return verdict("slo_missed", missed, cost)
+        return "slo_missed", f"p{c.slo_percentile:g} TTFT or ITL of the speculative arm misses the SLO", cost
     if not gates:
-        return verdict("no_gate", "no equivalence gate result for this arm", cost)
-    failed = [g for g in gates if not g.passed]
+        return "no_gate", "no equivalence gate result for this arm", cost
+    failed = [g for g in (*gates, quality) if g.ran and not g.passed]
     if failed:
-        return verdict("gate_failed", "; ".join(f"{g.gate}: {g.detail}" for g in failed), cost)
+        return "gate_failed", "; ".join(f"{g.gate}: {g.detail}" for g in failed), cost
     if cost.saving_fraction is None:
-        none = "the baseline produced no SLO-qualified tokens at this load"
-        return verdict("baseline_unqualified", none, cost)
+        return "baseline_unqualified", "the baseline produced no SLO-qualified tokens at this load", cost
     saving = f"whole-replica cost {cost.saving_fraction:+.1%} saving"
     if cost.saving_fraction <= 0:
-        return verdict("cost_not_lower", f"{saving}: speculation does not lower cost per million", cost)
+        return "cost_not_lower", f"{saving}: speculation does not lower cost per million", cost
     if noise is None:
-        return verdict("no_noise_estimate", f"{saving} but {noise_source}: noise unknown", cost)
+        return "no_noise_estimate", f"{saving} but {noise_source}: noise unknown", cost
     if cost.saving_fraction <= noise:
-        return verdict("within_noise", f"{saving} is within the noise floor {noise:.1%}", cost)
+        return "within_noise", f"{saving} is within the noise floor {noise:.1%}", cost
     if cost.pessimistic_saving_fraction is None or cost.pessimistic_saving_fraction <= 0:
-        return verdict("interval_not_lower", f"{saving}, but none at the speedup interval's low end", cost)
-    return verdict("adopt", f"{saving} beyond noise {noise:.1%}; SLO and gates pass", cost)
+        return "interval_not_lower", f"{saving}, but none at the speedup interval's low end", cost
+    return "adopt", f"{saving} beyond noise {noise:.1%}; SLO and gates pass", cost
 
 
 def decide_all(
@@ -249,11 +264,13 @@ def decide_all(
     samples: Mapping[str, CellSample],
     config: SweepConfig,
     gates: Mapping[str, Sequence[GateResult]],
+    quality: Mapping[SliceKey, GateResult],
 ) -> list[Decision]:
     """Every speculative (arm, configuration) against the baseline's main-phase cells.
 
-    ``samples`` is keyed by ``CellResult.key``; ``gates`` by arm name (e.g. 'draft-k3').
-    The baseline's end-of-sweep cells feed the noise floor only.
+    ``samples`` is keyed by ``CellResult.key``; ``gates`` (equivalence) by arm name (e.g.
+    'draft-k3'); ``quality`` by (arm, prompt class, sampling), a slice missing there has a
+    quality gate that did not run. The baseline's end-of-sweep cells feed the noise floor only.
     """
     floors = baseline_noise(cells)
     baselines: dict[ConfigKey, list[CellResult]] = defaultdict(list)
@@ -272,14 +289,17 @@ def decide_all(
                       load_mode=key[1], load_value=key[2], sampling=key[3])
         usable = [_sample(c, samples) for c in runs if c.usable]
         base = [_sample(c, samples) for c in baselines.get(key, []) if c.usable]
+        arm_gates = gates.get(arm, [])
+        slice_quality = quality.get((arm, where.prompt_class, where.sampling)) or quality_not_run(
+            f"{where.prompt_class}/{where.sampling}: no quality gate result for {arm}")
         if not usable or not base:
             decisions.append(_unusable(where, runs if not usable else baselines.get(key, []),
-                                       "candidate" if not usable else "baseline", gates.get(arm, [])))
+                                       "candidate" if not usable else "baseline", [*arm_gates, slice_quality]))
             continue
         rng = np.random.default_rng([config.analysis.seed, zlib.crc32(where.model_dump_json().encode())])
         comparison = compare_cells(base, usable, config.slo, config.analysis, rng)
         noise, source = noise_for(key, floors)
-        decisions.append(decide(where, comparison, config.hardware, noise, source, gates.get(arm, [])))
+        decisions.append(decide(where, comparison, config.hardware, noise, source, arm_gates, slice_quality))
     return decisions
 
 

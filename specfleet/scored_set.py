@@ -7,10 +7,12 @@ optional parameter (``fields``, ``pattern`` or ``tolerance``). Every error is an
 of one line, ``file:line: field: what is wrong``.
 """
 
+import hashlib
 import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import Field, JsonValue, PositiveInt, ValidationError, ValidationInfo, field_validator
 
@@ -144,6 +146,20 @@ def parse_scored_set(text: str, source: str) -> list[ScoredItem]:
     if not items:
         raise InputError(f"{source}: no scored items (expected one JSON object per line like {SHAPE})")
     return items
+
+
+@dataclass(frozen=True)
+class ScoredSet:
+    """One prompt class's scored set as a sweep uses it: its file, the file's digest, its items."""
+
+    source: str
+    sha256: str
+    """Of the file's text: answers stored by two arms are compared only when both answered the same set."""
+    items: list[ScoredItem]
+
+    @classmethod
+    def parse(cls, text: str, source: str) -> "ScoredSet":
+        return cls(source, hashlib.sha256(text.encode()).hexdigest(), parse_scored_set(text, source))
 
 
 def _item(line: str, where: str) -> ScoredItem:

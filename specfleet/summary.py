@@ -10,6 +10,7 @@ from specfleet.decision_table import DecisionRow
 from specfleet.decisions import Decision
 from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
+from specfleet.quality_gates import QualityCheck
 from specfleet.results import ArmTiming
 from specfleet.stats.quality import GateResult
 
@@ -37,7 +38,10 @@ class SweepSummary(RecordModel):
     failed_cells: list[str] = Field(description="Label and reason of every cell without a complete result.")
     servers_started: int = Field(description="Arms started in this invocation (0: nothing left to measure).")
     arms: list[ArmSummary]
-    gates: dict[str, list[GateResult]]
+    gates: dict[str, list[GateResult]] = Field(description="The equivalence gates per speculative arm.")
+    quality: list[QualityCheck] = Field(
+        default_factory=list, description="The held-out quality gate per speculative arm, prompt class and "
+        "sampling mode, run or not run with why (empty in summaries written before the gate was wired).")
     notes: list[str]
     cost_table: list[DecisionRow] = Field(description="One row per decision, adopted or rejected.")
     negative_cells: list[DecisionRow]

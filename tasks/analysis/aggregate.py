@@ -4,24 +4,40 @@ typed summary (``specfleet.summary.SweepSummary``)."""
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from specfleet.analysis import SweepAnalysis, analyse_sweep
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decision_table import decision_rows, negative_cells
 from specfleet.engine_findings import EngineChecks
 from specfleet.gates import EquivalenceProbe
+from specfleet.quality_gates import QualityProbe
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import ArmSummary, SweepSummary
 from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, SweepPlan
 from tasks.store.parquet import read_records_parquet
+from tasks.store.results import ProbeKind, probe_file
+
+Probe = TypeVar("Probe", bound=BaseModel)
+
+
+def _stored(sweep_dir: Path, config: SweepConfig, kind: ProbeKind, model: type[Probe]) -> dict[str, Probe]:
+    paths = {p.arm: sweep_dir / probe_file(kind, p.arm) for p in arm_plans(config)}
+    return {arm: model.model_validate_json(path.read_text(encoding="utf-8")) for arm, path in paths.items()
+            if path.is_file()}
 
 
 def stored_probes(sweep_dir: Path, config: SweepConfig) -> dict[str, EquivalenceProbe]:
     """The equivalence probes the sweep's arms stored, by arm."""
-    paths = {p.arm: sweep_dir / "equivalence" / f"{p.arm}.json" for p in arm_plans(config)}
-    return {arm: EquivalenceProbe.model_validate_json(path.read_text(encoding="utf-8"))
-            for arm, path in paths.items() if path.is_file()}
+    return _stored(sweep_dir, config, "equivalence", EquivalenceProbe)
+
+
+def stored_quality(sweep_dir: Path, config: SweepConfig) -> dict[str, QualityProbe]:
+    """The scored-set answers the sweep's arms stored, by arm."""
+    return _stored(sweep_dir, config, "quality", QualityProbe)
 
 
 def stored_records(sweep_dir: Path, cells: Sequence[CellResult],
@@ -40,7 +56,7 @@ def stored_engine_checks(sweep_dir: Path) -> EngineChecks:
 
 def analyse_stored(sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult]) -> SweepAnalysis:
     return analyse_sweep(config, cells, stored_records(sweep_dir, cells), stored_probes(sweep_dir, config),
-                         stored_engine_checks(sweep_dir).findings)
+                         stored_quality(sweep_dir, config), stored_engine_checks(sweep_dir).findings)
 
 
 def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping[str, str]) -> str:
@@ -66,7 +82,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
                          timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
               for r in reports],
-        gates=analysis.gates, notes=[*plan.warnings, *analysis.notes],
+        gates=analysis.gates, quality=analysis.quality, notes=[*plan.warnings, *analysis.notes],
         cost_table=decision_rows(analysis.decisions, plan.config),
         negative_cells=negative_cells(analysis.decisions, plan.config),
         decisions=analysis.decisions, k_policy=analysis.policies, engine_checks=plan.engine_checks,

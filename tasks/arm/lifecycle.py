@@ -1,4 +1,4 @@
-"""One arm's whole server life: start, equivalence probes, its cells, stop.
+"""One arm's whole server life: start, equivalence and quality probes, its cells, stop.
 
 This is the unit of work a Ray task runs (``tasks/cluster/stage.py``); it returns plain results
 and writes each cell to the results store as soon as it is measured.
@@ -7,24 +7,26 @@ and writes each cell to the results store as soon as it is measured.
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.gates import EquivalenceProbe
 from specfleet.prompts import PromptItem
+from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe, item_answers, quality_samplings
 from specfleet.results import ArmTiming, CellResult
+from specfleet.scored_set import ScoredSet
 from specfleet.server_args import server_args, server_env
 from specfleet.stats.equivalence import planned_samples_per_prompt
 from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow, find_counter
-from tasks.arm.probes import greedy_probe, stochastic_probe
+from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for
 from tasks.plan.versions import engine_distribution
-from tasks.store.results import ResultsStore
+from tasks.store.results import ResultsStore, probe_file
 
 SERVED_MODEL_NAME = "specfleet-target"
 
@@ -104,7 +106,25 @@ async def _probe(config: SweepConfig, arm: ArmPlan, endpoint: ServerEndpoint, pr
         sampled = await stochastic_probe(
             endpoint, prompts, planned, spec.tokens_per_sample, spec.temperature, config.analysis.seed)
     payload = EquivalenceProbe(arm=arm.arm, greedy=greedy, greedy_repeat=repeat, stochastic=sampled)
-    store.write_json(f"equivalence/{arm.arm}.json", payload)
+    store.write_json(probe_file("equivalence", arm.arm), payload)
+
+
+async def _answer_scored_sets(config: SweepConfig, arm: ArmPlan, endpoint: ServerEndpoint,
+                              scored_sets: Mapping[str, ScoredSet | None], store: ResultsStore) -> None:
+    """Each class's scored set answered at greedy and at each sampling mode, scored: the quality gate's input."""
+    classes: dict[str, ClassAnswers | None] = {}
+    for pc in config.prompt_classes:
+        scored = scored_sets.get(pc.name)
+        if scored is None:
+            classes[pc.name] = None
+            continue
+        prompts = [item.as_prompt() for item in scored.items]
+        answers: dict[str, dict[str, ItemAnswer]] = {}
+        for sampling in quality_samplings(config):
+            texts, errors = await answer_probe(endpoint, prompts, pc.max_output_tokens, sampling)
+            answers[sampling.name] = item_answers(scored.items, texts, errors)
+        classes[pc.name] = ClassAnswers(source=scored.source, sha256=scored.sha256, answers=answers)
+    store.write_json(probe_file("quality", arm.arm), QualityProbe(arm=arm.arm, classes=classes))
 
 
 def run_arm(
@@ -115,8 +135,10 @@ def run_arm(
     prompts_by_class: dict[str, list[PromptItem]],
     store: ResultsStore,
     probe: bool = True,
+    scored_sets: Mapping[str, ScoredSet | None] | None = None,
 ) -> ArmOutcome:
-    """Start the arm's server, probe equivalence, measure each (identity, key) cell, stop.
+    """Start the arm's server, probe equivalence, answer the ``scored_sets`` (by prompt class; None:
+    no quality probe), measure each (identity, key) cell, stop.
 
     Cells the store already holds complete are skipped, so a retried task never re-measures.
     A server that dies mid-cell fails that cell (reason and log tail kept) and is restarted,
@@ -132,7 +154,8 @@ def run_arm(
                                  f"{config.engine.max_restarts}), {len(remaining)} cells left for --resume")
             break
         try:
-            remaining = run.server_life(remaining, energy, probe and run.clock.server_starts == 0)
+            first = run.clock.server_starts == 0
+            remaining = run.server_life(remaining, energy, probe and first, scored_sets if first else None)
         except ArmStartError as err:
             run.outcome.error = str(err)
             break
@@ -155,8 +178,8 @@ class _ArmRun:
     def __post_init__(self) -> None:
         self.outcome = ArmOutcome(arm=self.arm.arm)
 
-    def server_life(self, cells: list[tuple[CellIdentity, str]], energy: EnergyWindow,
-                    probe: bool) -> list[tuple[CellIdentity, str]]:
+    def server_life(self, cells: list[tuple[CellIdentity, str]], energy: EnergyWindow, probe: bool,
+                    scored_sets: Mapping[str, ScoredSet | None] | None) -> list[tuple[CellIdentity, str]]:
         """One server start: probes, then cells until done or the server dies. Returns the
         cells still owed after a death (the one it died in is stored as failed)."""
         config, arm, store, phases = self.config, self.arm, self.store, self.clock.phases
@@ -165,9 +188,12 @@ class _ArmRun:
         with _server(config, arm, self.resolved, store.log_path(arm.arm)) as server:
             phases["startup_s"] += server.startup_s or 0.0
             endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
-            if probe:
+            if probe or scored_sets is not None:
                 t0 = time.monotonic()
-                asyncio.run(_probe(config, arm, endpoint, probe_prompts(config, self.prompts_by_class), store))
+                if probe:
+                    asyncio.run(_probe(config, arm, endpoint, probe_prompts(config, self.prompts_by_class), store))
+                if scored_sets is not None:
+                    asyncio.run(_answer_scored_sets(config, arm, endpoint, scored_sets, store))
                 phases["probe_s"] += time.monotonic() - t0
             for index, (identity, key) in enumerate(cells):
                 t0 = time.monotonic()

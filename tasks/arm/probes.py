@@ -1,30 +1,31 @@
-"""Equivalence probes against a running arm: greedy completions and stochastic samples as token ids.
-
-Run before the load cells, on an idle server, so they never mix into a measured window.
-"""
+"""Probes against a running arm, before its load cells on an idle server, so they never mix into a
+measured window: greedy completions and stochastic samples as token ids (the equivalence gates),
+and answers to the scored sets as text (the quality gate)."""
 
 import asyncio
+from collections.abc import Mapping
 
 import httpx
 
+from specfleet.contract import SamplingSpec
 from specfleet.prompts import PromptItem
 from tasks.loadgen.endpoint import ServerEndpoint
+
+
+def _request(endpoint: ServerEndpoint, prompt: PromptItem,
+             body: Mapping[str, object]) -> tuple[str, dict[str, object]]:
+    """The route and the body for ``prompt``: chat for a message list, else completions."""
+    if prompt.messages is not None:
+        return "/v1/chat/completions", {"model": endpoint.model, "messages": prompt.messages, **body}
+    return "/v1/completions", {"model": endpoint.model, "prompt": prompt.prompt, **body}
 
 
 async def _generate(
     client: httpx.AsyncClient, endpoint: ServerEndpoint, prompt: PromptItem, max_tokens: int,
     temperature: float, seed: int,
 ) -> list[int]:
-    body: dict[str, object] = {
-        "model": endpoint.model, "max_tokens": max_tokens, "temperature": temperature,
-        "seed": seed, "return_token_ids": True, "ignore_eos": True,
-    }
-    if prompt.messages is not None:
-        body["messages"] = prompt.messages
-        path = "/v1/chat/completions"
-    else:
-        body["prompt"] = prompt.prompt
-        path = "/v1/completions"
+    path, body = _request(endpoint, prompt, {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
+                                             "return_token_ids": True, "ignore_eos": True})
     response = await client.post(path, json=body, headers=endpoint.headers())
     response.raise_for_status()
     token_ids = response.json()["choices"][0].get("token_ids")
@@ -59,3 +60,37 @@ async def stochastic_probe(
                 await asyncio.gather(*(one(client, prompt, i) for i in range(samples_per_prompt)))
             )
     return results
+
+
+async def answer_probe(
+    endpoint: ServerEndpoint, prompts: list[PromptItem], max_tokens: int, sampling: SamplingSpec,
+    max_in_flight: int = 16,
+) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Each prompt's answer as text, ended by the model (EOS) or by its ``max_tokens`` (default
+    ``max_tokens``), sampled as ``sampling`` says. Returns (answers, errors) by prompt id: a request
+    the server refused has no answer and its error (the gate names the item); a server that stopped
+    answering at all raises, as the other probes do."""
+    gate = asyncio.Semaphore(max_in_flight)
+    body: dict[str, object] = {"temperature": sampling.temperature, "top_p": sampling.top_p, "seed": sampling.seed}
+
+    async def one(client: httpx.AsyncClient, prompt: PromptItem) -> str:
+        path, request = _request(endpoint, prompt, body | {"max_tokens": prompt.max_tokens or max_tokens})
+        async with gate:
+            response = await client.post(path, json=request, headers=endpoint.headers())
+        response.raise_for_status()
+        choice = response.json()["choices"][0]
+        return str((choice["message"]["content"] if prompt.messages is not None else choice["text"]) or "")
+
+    async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=300) as client:
+        outcomes = await asyncio.gather(*(one(client, p) for p in prompts), return_exceptions=True)
+    answers: dict[str, str | None] = {}
+    errors: dict[str, str] = {}
+    for prompt, outcome in zip(prompts, outcomes, strict=True):
+        if isinstance(outcome, httpx.HTTPStatusError):
+            answers[prompt.id] = None
+            errors[prompt.id] = f"HTTP {outcome.response.status_code}: {outcome.response.text[:200]}"
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            answers[prompt.id] = outcome
+    return answers, errors

@@ -14,6 +14,7 @@ import ray
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming, CellResult
+from specfleet.scored_set import ScoredSet
 from tasks.arm.lifecycle import run_arm
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
@@ -43,10 +44,11 @@ class ArmReport:
 def arm_task(
     config: SweepConfig, arm: ArmPlan, cells: list[tuple[CellIdentity, str]], resolved: dict[str, str],
     prompts_by_class: dict[str, list[PromptItem]], results_root: str, sweep_id: str, probe: bool,
+    scored_sets: dict[str, ScoredSet | None] | None,
 ) -> dict[str, Any]:
     """One server life on a Ray worker; the store must be reachable there (local, or shared)."""
     store = ResultsStore(Path(results_root), sweep_id)
-    outcome = run_arm(config, arm, cells, resolved, prompts_by_class, store, probe=probe)
+    outcome = run_arm(config, arm, cells, resolved, prompts_by_class, store, probe=probe, scored_sets=scored_sets)
     return {
         "arm": outcome.arm, "error": outcome.error, "timing": outcome.timing.model_dump(mode="json"),
         "cells": [cell.model_dump(mode="json") for cell in outcome.cells],
@@ -70,7 +72,7 @@ def run_stage(plan: SweepPlan, stage: Sequence[ArmWork], resources: dict[str, An
     refs = {
         arm_task.options(**resources).remote(
             plan.config, work.arm, work.cells, plan.resolved, plan.prompts_by_class,
-            str(plan.store.root), plan.sweep_id, work.probe,
+            str(plan.store.root), plan.sweep_id, work.probe, plan.scored_sets if work.quality_probe else None,
         ): work
         for work in stage
     }

@@ -14,13 +14,14 @@ from specfleet.engine_findings import EngineCheck, EngineChecks
 from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint, changed_parts
 from specfleet.prompts import PromptItem
+from specfleet.scored_set import ScoredSet
 from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.fingerprint import compute_fingerprint
 from tasks.plan.models import resolve_models
 from tasks.plan.preflight import config_base_dir, tokenizer_warnings
-from tasks.plan.prompt_sets import load_prompt_class
-from tasks.store.results import ResultsStore
+from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
+from tasks.store.results import ResultsStore, probe_file
 
 Phase = Literal["main", "baseline_end"]
 SWEEP_FILE = "sweep.json"
@@ -35,6 +36,9 @@ class ArmWork:
     phase: Phase
     cells: list[tuple[CellIdentity, str]]
     probe: bool
+    """Run the equivalence probes: none stored yet for this arm."""
+    quality_probe: bool = False
+    """Answer the scored sets: the quality gate is configured and this arm stored no answers yet."""
 
 
 @dataclass
@@ -47,6 +51,8 @@ class SweepPlan:
     fingerprint: Fingerprint
     store: ResultsStore
     prompts_by_class: dict[str, list[PromptItem]]
+    scored_sets: dict[str, ScoredSet | None]
+    """The quality gate's held-out items by prompt class; None where a class has none."""
     warnings: list[str]
     engine_checks: list[EngineCheck]
     cells: dict[str, CellIdentity] = field(default_factory=dict)
@@ -105,7 +111,9 @@ def _check_resume(sweep_id: str, stored: dict[str, Any], config: SweepConfig, fi
 def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> SweepPlan:
     """Validate, resolve models, fingerprint, expand the matrix and subtract complete cells."""
     config = load_sweep_config(config_path)
-    prompts = {pc.name: load_prompt_class(pc, config_base_dir(config_path)) for pc in config.prompt_classes}
+    base_dir = config_base_dir(config_path)
+    prompts = {pc.name: load_prompt_class(pc, base_dir) for pc in config.prompt_classes}
+    scored_sets = load_scored_sets(config, base_dir)
     resolved = resolve_models(config)
     fingerprint = compute_fingerprint(config, resolved)
     if resume is not None:
@@ -120,7 +128,8 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> Swee
     findings = EngineChecks(checks=checks).findings
     plan = SweepPlan(config=config, config_path=config_path, sweep_id=store.sweep_id, resumed=resume is not None,
                      resolved=resolved, fingerprint=fingerprint, store=store, prompts_by_class=prompts,
-                     warnings=[*tokenizer_warnings(config, resolved), *findings], engine_checks=checks)
+                     scored_sets=scored_sets, warnings=[*tokenizer_warnings(config, resolved), *findings],
+                     engine_checks=checks)
     complete = store.complete_keys()
     arms = arm_plans(config)
     phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]
@@ -129,6 +138,9 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> Swee
         plan.cells.update({key: ident for ident, key in cells})
         todo = [(ident, key) for ident, key in cells if key not in complete]
         if todo:
-            probe = phase == "main" and store.read_json(f"equivalence/{arm.arm}.json") is None
-            plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe))
+            main = phase == "main"
+            probe = main and store.read_json(probe_file("equivalence", arm.arm)) is None
+            quality = (main and config.equivalence.quality_tolerance is not None
+                       and store.read_json(probe_file("quality", arm.arm)) is None)
+            plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe, quality_probe=quality))
     return plan

@@ -29,6 +29,14 @@ def speedup_range(estimate: float | None, low: float | None, high: float | None)
     return f"{estimate:.2f}x [{low:.2f}, {high:.2f}]"
 
 
+def difference(interval: Interval | None) -> str:
+    """A score difference with its interval: ``-0.050 [-0.120, +0.000]``."""
+    if interval is None:
+        return NA
+    bracket = "" if interval.low is None or interval.high is None else f" [{interval.low:+.3f}, {interval.high:+.3f}]"
+    return f"{interval.estimate:+.3f}{bracket}"
+
+
 def saving_range(low: float | None, high: float | None) -> str:
     return NA if low is None and high is None else f"[{pct(low)}, {pct(high)}]"
 

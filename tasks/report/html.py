@@ -43,7 +43,7 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("tasks.report", "templates"), autoescape=select_autoescape(["j2"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt.num, pct=fmt.pct, speedup=fmt.speedup, config_json=fmt.config_json,
-                       saving_range=fmt.saving_range)
+                       saving_range=fmt.saving_range, difference=fmt.difference)
     env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA)
     return env
 

@@ -1,5 +1,6 @@
 """A sweep's results folder read into one typed ``ReportData``: the contract, every stored cell
-and its per-request records, the equivalence probes, and the decisions with the k policy.
+and its per-request records, the equivalence and quality gates from the stored probes, and the
+decisions with the k policy.
 
 Decisions come from the sweep's ``summary.json`` when it wrote one, as the same typed objects the
 aggregate step produced; a sweep that stopped before aggregating has them made here by the same
@@ -18,9 +19,10 @@ from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint
 from specfleet.gates import ArmEquivalence, arm_equivalence
 from specfleet.kpolicy import KPolicyReport
+from specfleet.quality_gates import QualityCheck, quality_checks
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import SweepSummary
-from tasks.analysis.aggregate import stored_engine_checks, stored_probes, stored_records
+from tasks.analysis.aggregate import stored_engine_checks, stored_probes, stored_quality, stored_records
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import SWEEP_FILE
 
@@ -38,6 +40,7 @@ class ReportData:
     records: dict[str, list[RequestRecord]]
     """Per-request records by cell key, for every cell that stored them."""
     equivalence: list[ArmEquivalence]
+    quality: list[QualityCheck]
     decisions: list[Decision]
     policies: list[KPolicyReport]
     decisions_source: str
@@ -93,7 +96,7 @@ def load_report_data(sweep_dir: Path) -> ReportData:
     config, source = _config(sweep_dir, stored)
     cells = _cells(sweep_dir, config)
     records = stored_records(sweep_dir, cells, usable_only=False)
-    probes = stored_probes(sweep_dir, config)
+    probes, answers = stored_probes(sweep_dir, config), stored_quality(sweep_dir, config)
     engine = stored_engine_checks(sweep_dir)
     equivalence = arm_equivalence(config, arm_plans(config), probes, engine.findings)
     summary_path = sweep_dir / SUMMARY_FILE
@@ -102,13 +105,13 @@ def load_report_data(sweep_dir: Path) -> ReportData:
         decisions, policies = summary.decisions, summary.k_policy
         origin, notes, failed = f"the sweep's {SUMMARY_FILE}", summary.notes, summary.failed_cells
     else:
-        analysis = analyse_sweep(config, cells, records, probes, engine.findings)
+        analysis = analyse_sweep(config, cells, records, probes, answers, engine.findings)
         decisions, policies = analysis.decisions, analysis.policies
         origin = f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
         notes, failed = analysis.notes, []
     return ReportData(
         sweep_id=sweep_dir.name, sweep_dir=sweep_dir, config=config, config_source=source,
         fingerprint=Fingerprint.model_validate(stored["fingerprint"]), cells=cells, records=records,
-        equivalence=equivalence, decisions=decisions, policies=policies, decisions_source=origin,
-        notes=notes, failed_cells=failed, engine_checks=engine.checks,
+        equivalence=equivalence, quality=quality_checks(config, answers), decisions=decisions, policies=policies,
+        decisions_source=origin, notes=notes, failed_cells=failed, engine_checks=engine.checks,
     )

@@ -11,6 +11,8 @@ from tasks.report.tables import (
     NEGATIVE_COLUMNS,
     OVERHEAD_COLUMNS,
     engine_check_lines,
+    gate_line,
+    gate_lines,
     k_policy_lines,
     markdown_table,
 )
@@ -33,9 +35,7 @@ def summary_markdown(summary: SweepSummary) -> str:
         "\n## k policy (specfleet rule, all prompt classes)\n\n```\n",
         *(line + "\n" for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)),
         "```\n\n## Sweep overhead (this run's arms)\n\n", markdown_table(summary.arms, OVERHEAD_COLUMNS),
-        "\n## Equivalence gates\n\n",
-        *(f"- {arm}: {g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}\n"
-          for arm, gates in summary.gates.items() for g in gates),
+        "\n## Equivalence gates\n\n", *(f"- {line}\n" for line in gate_lines(summary.gates, summary.quality)),
     ]
     if summary.engine_checks:
         parts += ["\n## Engine self-checks\n\n", *(line + "\n" for line in engine_check_lines(summary.engine_checks))]
@@ -87,6 +87,7 @@ def _measurement_lines(content: ReportContent) -> list[str]:
         lines.append(f"- {e.arm}: {gates or fmt.NA}" + (f" ({'; '.join(e.unavailable)})" if e.unavailable else ""))
     if content.data.engine_checks:
         lines += ["", "## Engine self-checks", "", *engine_check_lines(content.data.engine_checks)]
+    lines += ["", "## Held-out quality", "", *(f"- {gate_line(q.arm, q.gate())}" for q in content.data.quality)]
     if content.read_together:
         lines += ["", "## Latency caveats", "", *(f"- {n}" for n in content.read_together)]
     lines += ["", "## KV capacity", ""]

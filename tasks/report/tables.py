@@ -1,17 +1,20 @@
 """The sweep's tables as text, one column set per table over the typed rows: the cost table and
-the negative-result cells (``DecisionRow``), the sweep overhead (``ArmSummary``) and the k policy
-(``KPolicyReport``). The markdown summary, the report and the CLI's rich tables all render these.
+the negative-result cells (``DecisionRow``), the sweep overhead (``ArmSummary``), the k policy
+(``KPolicyReport``) and the gates (``GateResult``). The markdown summary, the report and the
+CLI's rich tables all render these.
 
 A figure that was not measured prints as ``fmt.NA``; the row's reason says why.
 """
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from specfleet.decision_table import DecisionRow
 from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
+from specfleet.quality_gates import QualityCheck
+from specfleet.stats.quality import GateResult
 from specfleet.summary import ArmSummary
 from tasks.report import fmt
 
@@ -77,3 +80,18 @@ def engine_check_lines(checks: Sequence[EngineCheck]) -> list[str]:
     """One line per self-check of the installed engine, with the command that reproduces it."""
     return [f"- {c.check} on {c.engine} {c.engine_version}: {c.outcome.upper().replace('_', ' ')}: {c.detail} "
             f"(reproduce: `{c.reproducer}`)" for c in checks]
+
+
+def gate_line(arm: str, gate: GateResult) -> str:
+    """``ARM: GATE passed|FAILED: detail``; a gate that did not run: ``ARM: quality gate not run: why``."""
+    if not gate.ran:
+        return f"{arm}: {gate.detail}"
+    return f"{arm}: {gate.gate} {'passed' if gate.passed else 'FAILED'}: {gate.detail}"
+
+
+def gate_lines(equivalence: Mapping[str, Sequence[GateResult]], quality: Sequence[QualityCheck]) -> list[str]:
+    """Every gate of every speculative arm: its equivalence gates, then its quality gate per prompt
+    class and sampling mode."""
+    arms = list(dict.fromkeys([*equivalence, *(q.arm for q in quality)]))
+    return [gate_line(arm, g) for arm in arms
+            for g in [*equivalence.get(arm, []), *(q.gate() for q in quality if q.arm == arm)]]

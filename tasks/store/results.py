@@ -1,9 +1,10 @@
 """The results directory: one JSON and one Parquet per finished cell, written atomically.
 
 Layout under ``<root>/<sweep_id>/``: ``cells/<key>.json`` (a ``CellResult``),
-``records/<key>.parquet`` (its per-request records), ``equivalence/<arm>.json``,
-``logs/<arm>.log``. A file appears under its final name only once completely written
-(temporary file + ``os.replace``), so a killed process never leaves a half-written result.
+``records/<key>.parquet`` (its per-request records), ``equivalence/<arm>.json`` and
+``quality/<arm>.json`` (the idle-server probes, ``probe_file``), ``logs/<arm>.log``. A file
+appears under its final name only once completely written (temporary file + ``os.replace``),
+so a killed process never leaves a half-written result.
 
 With ``SPECFLEET_RESULTS_S3=s3://bucket/prefix`` (or ``mirror_url``) every file is also
 uploaded as it is written, and opening the store first fetches what the bucket already
@@ -16,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -26,6 +28,12 @@ from tasks.store.s3_mirror import S3Mirror
 
 MIRROR_ENV = "SPECFLEET_RESULTS_S3"
 FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+ProbeKind = Literal["equivalence", "quality"]
+
+
+def probe_file(kind: ProbeKind, arm: str) -> str:
+    """Where an arm's idle-server probe of this kind is stored, relative to the sweep's folder."""
+    return f"{kind}/{arm}.json"
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

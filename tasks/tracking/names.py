@@ -1,4 +1,5 @@
-"""What goes into MLflow, by name: flat contract params, fingerprint tags, per-cell metrics.
+"""What goes into MLflow, by name: flat contract params, fingerprint tags, per-cell metrics, the
+sweep's quality gates.
 
 Names are stable and flat so runs compare column by column in the MLflow UI and in
 ``search_runs``. A figure that could not be measured is left out, never logged as 0.
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.fingerprint import Fingerprint
+from specfleet.quality_gates import QualityCheck
 from specfleet.results import CellResult, DistributionSummary
 
 REDACTED = "<redacted>"
@@ -140,3 +142,34 @@ def cell_tags(cell: CellResult, fingerprint_digest: str) -> dict[str, str]:
     if cell.reasons:
         tags["reasons"] = "; ".join(cell.reasons)[:4000]
     return tags
+
+
+def _quality_prefix(check: QualityCheck) -> str:
+    return f"quality.{check.arm}.{check.prompt_class}.{check.sampling}"
+
+
+def quality_metrics(checks: Iterable[QualityCheck]) -> dict[str, float]:
+    """Per speculative arm, prompt class and sampling mode whose gate ran, under
+    ``quality.ARM.CLASS.SAMPLING.``: ``score`` (the arm's mean), ``baseline_score`` (the baseline's
+    on the same items), ``difference`` with ``difference_low`` and ``difference_high`` (its paired
+    interval), ``items`` and ``passed`` (1 or 0). A gate that did not run logs no figure
+    (``quality_tags`` says why)."""
+    out: dict[str, float] = {}
+    for check in checks:
+        result, prefix = check.result, _quality_prefix(check)
+        if result is None:
+            continue
+        _put(out, f"{prefix}.score", result.candidate_mean)
+        _put(out, f"{prefix}.baseline_score", result.baseline_mean)
+        if result.difference is not None:
+            _put(out, f"{prefix}.difference", result.difference.estimate)
+            _put(out, f"{prefix}.difference_low", result.difference.low)
+            _put(out, f"{prefix}.difference_high", result.difference.high)
+        _put(out, f"{prefix}.items", result.items)
+        _put(out, f"{prefix}.passed", result.passed)
+    return out
+
+
+def quality_tags(checks: Iterable[QualityCheck]) -> dict[str, str]:
+    """``quality.ARM.CLASS.SAMPLING.not_run``: why that gate did not run."""
+    return {f"{_quality_prefix(c)}.not_run": c.not_run for c in checks if c.not_run is not None}

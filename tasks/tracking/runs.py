@@ -36,6 +36,8 @@ from tasks.tracking.names import (
     contract_params,
     fingerprint_from_tags,
     fingerprint_tags,
+    quality_metrics,
+    quality_tags,
 )
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -161,7 +163,7 @@ def _table(rows: Sequence[DecisionRow]) -> pd.DataFrame:
 
 
 def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown: str) -> None:
-    """The cost table, negative cells, decisions and k policy on the sweep's parent run."""
+    """The cost table, negative cells, decisions, k policy and quality gates on the sweep's parent run."""
     client = MlflowClient(uri)
     tables = {"cost_table.json": summary.cost_table, "negative_cells.json": summary.negative_cells}
     artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri, tracking_uri=uri)
@@ -178,8 +180,10 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
         "cells_planned": summary.cells_planned, "cells_complete": summary.cells_complete,
         "cells_ok": summary.cells_ok, "cells_invalid": summary.cells_invalid,
         "cells_failed": len(summary.failed_cells), "decisions_adopted": adopted,
-        "decisions_rejected": len(summary.cost_table) - adopted,
+        "decisions_rejected": len(summary.cost_table) - adopted, **quality_metrics(summary.quality),
     })
+    for name, why in quality_tags(summary.quality).items():
+        client.set_tag(parent_id, name, why)
 
 
 def close_sweep_run(uri: str, parent_id: str, status: str) -> None:

@@ -4,7 +4,9 @@ measurement, sweep-flow and MLflow/S3 tests.
 It runs as a user runs it: ``specfleet sweep`` in its own process, against the session's real
 Prefect server, a real MLflow tracking server whose artifacts go to a real S3 (SeaweedFS), its
 results store mirrored to that S3, local Ray and real vLLM CPU servers on the fixture models:
-the baseline, draft_model k=2 and ngram k=3 at concurrency 2, and the closing baseline.
+the baseline, draft_model k=2 and ngram k=3 at concurrency 2, and the closing baseline. Each arm
+answers the code class's bundled scored set (``configs/prompts/scored/code.jsonl``), so the
+held-out quality gate runs for real.
 An API key is planted in the environment to show it never reaches a file or a log."""
 
 import json
@@ -37,6 +39,7 @@ CELLS = 4  # the baseline, draft-k2, ngram-k3 and the baseline again at the end
 REQUESTS = 8  # p50/p95/p99 need only a non-empty series here; 8 at concurrency 2 gives batches of two
 MAX_TOKENS = 32
 GREEDY_PROMPTS, GREEDY_TOKENS = 4, 24
+QUALITY_TOLERANCE = 0.1
 
 
 @dataclass(frozen=True)
@@ -124,5 +127,6 @@ def reference_config(root: Path, draft: Path) -> Path:
     return tiny_sweep_config(
         root / "reference.yaml", EXPERIMENT, [BASELINE_ARM, DRAFT_ARM, NGRAM_ARM], requests=REQUESTS, warmup=1,
         max_tokens=MAX_TOKENS, concurrency=[2], draft=draft, api_key_env=KEY_ENV,
-        equivalence={"prompt_class": "code", "prompts": GREEDY_PROMPTS, "greedy_max_tokens": GREEDY_TOKENS},
+        equivalence={"prompt_class": "code", "prompts": GREEDY_PROMPTS, "greedy_max_tokens": GREEDY_TOKENS,
+                     "quality_tolerance": QUALITY_TOLERANCE},
         analysis={"confidence": 0.95, "bootstrap_resamples": 200})

@@ -16,7 +16,17 @@ from typer.testing import CliRunner, Result
 
 from cli.sweep import revalidate
 from flows.revalidate import EVENT, revalidate_flow
-from tests.integration.reference import ARTIFACTS_BUCKET, CELLS, EXPERIMENT, KEY_VALUE, RESULTS_BUCKET, ReferenceSweep
+from specfleet.quality_gates import QualityProbe
+from specfleet.summary import SweepSummary
+from tests.integration.reference import (
+    ARTIFACTS_BUCKET,
+    CELLS,
+    EXPERIMENT,
+    KEY_VALUE,
+    QUALITY_TOLERANCE,
+    RESULTS_BUCKET,
+    ReferenceSweep,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -60,6 +70,31 @@ def test_tables_on_the_parent_run_and_in_the_results_dir(reference: ReferenceSwe
     table, markdown = Artifact.get(f"{EXPERIMENT}-cost-table"), Artifact.get(f"{EXPERIMENT}-sweep-summary")
     assert table is not None and table.type == "table" and markdown is not None and markdown.type == "markdown"
     assert markdown.data is not None and reference.sweep_id in str(markdown.data)
+
+
+def test_the_quality_gate_ran_for_every_speculative_arm(reference: ReferenceSweep) -> None:
+    """Every arm answered the code class's bundled scored set on the real engine; each speculative
+    arm's gate compared its scores with the baseline's, and the sweep shows it everywhere."""
+    summary = SweepSummary.model_validate(reference.summary())
+    assert [(q.arm, q.prompt_class, q.sampling) for q in summary.quality] == [
+        ("draft-k2", "code", "greedy"), ("ngram-k3", "code", "greedy")]
+    parent = reference.runs("sweep")[0]
+    for check in summary.quality:
+        result = check.result
+        assert result is not None, check.not_run
+        assert result.items > 0 and result.tolerance == QUALITY_TOLERANCE
+        assert result.difference is not None and result.difference.low is not None
+        assert f"quality.{check.arm}.code.greedy.score" in parent.data.metrics
+        assert f"{check.arm}: quality " in reference.output  # printed beside the other gates
+        for decision in (d for d in summary.decisions if d.slice.arm == check.arm):
+            assert decision.gates[-1] == check.gate()
+    for arm in ("baseline", "draft-k2", "ngram-k3"):
+        probe = QualityProbe.model_validate_json((reference.store.dir / "quality" / f"{arm}.json").read_text())
+        answers = probe.classes["code"]
+        assert answers is not None
+        scores = [a.score for a in answers.answers["greedy"].values()]
+        assert None not in scores, (arm, scores)
+        assert any(s != 0 for s in scores) and any(s != 1 for s in scores), (arm, scores)  # neither all 0 nor all 1
 
 
 def test_the_api_key_is_never_logged(reference: ReferenceSweep) -> None:

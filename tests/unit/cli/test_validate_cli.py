@@ -37,6 +37,24 @@ def test_bad_config_exits_2_naming_the_field(tmp_path: Path, old: str, new: str,
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_validate_names_each_class_scored_set() -> None:
+    demo = runner.invoke(app, ["validate", str(ROOT / "configs" / "demo-cpu.yaml"), "--json"])
+    assert json.loads(demo.stdout)["scored_items"] == {"code": 20, "extraction": 20, "chat": 20}
+    pilot = runner.invoke(app, ["validate", str(ROOT / "configs" / "llama70b-h200.yaml"), "--json"])
+    assert set(json.loads(pilot.stdout)["scored_items"].values()) == {None}  # its decisions: quality gate not run
+
+
+def test_a_bad_scored_set_line_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    config = tmp_path / "demo.yaml"
+    config.write_text((ROOT / "configs" / "demo-cpu.yaml").read_text().replace(
+        "{name: chat, max_output_tokens: 48}", "{name: chat, max_output_tokens: 48, scored_set: chat-scored.jsonl}"))
+    (tmp_path / "chat-scored.jsonl").write_text('{"id": "a", "prompt": "hi", "reference": "Hello", "scorer": "exact"}\n'
+                                                '{"id": "b", "prompt": "hi", "scorer": "exact"}\n')
+    result = runner.invoke(app, ["validate", str(config)])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert f"{tmp_path / 'chat-scored.jsonl'}:2: reference:" in result.stderr
+
+
 def test_missing_config_exits_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "not found" in result.stderr

@@ -14,13 +14,14 @@ from specfleet.results.cell import CellResult, DistributionSummary, EnergyReadin
 from specfleet.results.records import RequestRecord
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.noise import baseline_noise, noise_for
-from specfleet.stats.quality import GateResult
+from specfleet.stats.quality import GateResult, quality_not_run
 from specfleet.stats.samples import CellSample
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = parse_sweep_config((ROOT / "configs" / "demo-cpu.yaml").read_text(), "demo-cpu.yaml")
 EMPTY = DistributionSummary(count=0, mean=None, p50=None, p95=None, p99=None)
 PASS = [GateResult(gate="greedy_exact_match", passed=True, detail="6/6")]
+QUALITY_PASS = GateResult(gate="quality", passed=True, detail="code/greedy: candidate 0.600 vs baseline 0.600")
 N_REQUESTS = 40
 
 
@@ -65,12 +66,18 @@ def make_sample(cell: CellResult, *, itl_ms: float = 20.0, ttft_ms: float = 100.
     )
 
 
+def passing_quality(cells: list[CellResult], gate: GateResult = QUALITY_PASS) -> dict[tuple[str, str, str], GateResult]:
+    """``gate`` as the quality gate of every speculative (arm, prompt class, sampling) in ``cells``."""
+    return {(c.identity.arm, c.identity.prompt_class, c.identity.sampling): gate for c in cells if c.identity.k}
+
+
 def run(cells: list[CellResult], gates: list[GateResult] | None = None,
-        itl_ms: dict[str, float] | None = None) -> list[Decision]:
+        itl_ms: dict[str, float] | None = None, quality: GateResult = QUALITY_PASS) -> list[Decision]:
     itl = itl_ms or {}
     samples = {c.key: make_sample(c, itl_ms=itl.get(c.identity.arm, 20.0), seed=i) for i, c in enumerate(cells)}
     arms = {c.identity.arm for c in cells if c.identity.k is not None}
-    return decide_all(cells, samples, CONFIG, dict.fromkeys(arms, PASS if gates is None else gates))
+    return decide_all(cells, samples, CONFIG, dict.fromkeys(arms, PASS if gates is None else gates),
+                      passing_quality(cells, quality))
 
 
 def baseline_pair(main: float = 100.0, end: float = 102.0, **kw: object) -> list[CellResult]:
@@ -125,6 +132,41 @@ def test_failed_or_missing_gates_reject() -> None:
     assert run(cells, [])[0].reason_code == "no_gate"
 
 
+def test_a_failed_quality_gate_is_a_failed_gate() -> None:
+    failed = GateResult(gate="quality", passed=False, detail="code/greedy: can be worse by more than tolerance 0.1")
+    [decision] = run([*baseline_pair(), make_cell("draft-k4", 4, tps=150.0)], quality=failed)
+    assert (decision.verdict, decision.reason_code) == ("reject", "gate_failed")
+    assert decision.reason.startswith("quality: code/greedy") and decision.gates == [*PASS, failed]
+
+
+def test_a_quality_gate_that_did_not_run_rejects_with_its_own_code_and_says_why() -> None:
+    """A clear win is not adopted without its quality gate, and the reason names both."""
+    not_run = quality_not_run("code/greedy: prompt class 'code' has no scored set")
+    [decision] = run([*baseline_pair(), make_cell("draft-k4", 4, tps=150.0)], quality=not_run)
+    assert (decision.verdict, decision.reason_code) == ("reject", "quality_not_run")
+    assert decision.reason.startswith("quality gate not run: code/greedy: prompt class 'code' has no scored set")
+    assert "not adopted, since a gate that did not run has not passed (were it to pass: whole-replica cost +30.0% " \
+        "saving beyond noise" in decision.reason
+    assert decision.gates[-1] == not_run and decision.cost is not None
+
+
+def test_earlier_rejections_stand_whether_or_not_the_quality_gate_ran() -> None:
+    cells = [*baseline_pair(), make_cell("draft-k4", 4, tps=150.0)]
+    not_run = quality_not_run("code/greedy: equivalence.quality_tolerance is unset")
+    assert run(cells, itl_ms={"draft-k4": 300.0}, quality=not_run)[0].reason_code == "slo_missed"
+    assert run(cells, [], quality=not_run)[0].reason_code == "no_gate"
+    failed = GateResult(gate="stochastic_distribution", passed=False, detail="p=0.001")
+    assert run(cells, [*PASS, failed], quality=not_run)[0].reason_code == "gate_failed"
+
+
+def test_a_slice_without_a_quality_result_has_a_gate_that_did_not_run() -> None:
+    cells = [*baseline_pair(), make_cell("draft-k4", 4, tps=150.0)]
+    samples = {c.key: make_sample(c, seed=i) for i, c in enumerate(cells)}
+    [decision] = decide_all(cells, samples, CONFIG, {"draft-k4": PASS}, {})
+    assert decision.reason_code == "quality_not_run"
+    assert "quality gate not run: code/greedy: no quality gate result for draft-k4" in decision.reason
+
+
 def test_without_a_repeated_baseline_the_noise_is_unknown() -> None:
     [decision] = run([make_cell(tps=100.0), make_cell("draft-k4", 4, tps=150.0)])
     assert decision.reason_code == "no_noise_estimate"
@@ -157,7 +199,7 @@ def test_decisions_are_reproducible() -> None:
 def test_a_usable_cell_needs_its_sample() -> None:
     cells = [*baseline_pair(), make_cell("draft-k4", 4, tps=150.0)]
     with pytest.raises(InputError, match="no per-request sample"):
-        decide_all(cells, {}, CONFIG, {})
+        decide_all(cells, {}, CONFIG, {}, {})
 
 
 def test_a_usable_cell_without_a_rate_stops_the_comparison_instead_of_counting_zero() -> None:

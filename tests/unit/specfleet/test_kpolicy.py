@@ -7,7 +7,7 @@ from specfleet.decisions import Decision, decide_all
 from specfleet.errors import InputError
 from specfleet.kpolicy import compare_policies, k_policy_reports, peer_k_policy, specfleet_k_policy
 from specfleet.results.cell import CellResult
-from tests.unit.specfleet.test_decisions import CONFIG, PASS, make_cell, make_sample, without_rate
+from tests.unit.specfleet.test_decisions import CONFIG, PASS, make_cell, make_sample, passing_quality, without_rate
 
 PLANS = arm_plans(CONFIG)
 # qualified tok/s per (level, k); k = 0 is the baseline. Demand is 2000 tok/s, so 100 -> 20 replicas.
@@ -31,7 +31,7 @@ def sweep(repeats: int = 3, spread: float = 1.0, grid: dict[tuple[int, int], flo
 def decisions_for(cells: list[CellResult]) -> list[Decision]:
     slow = [(int(c.identity.load_value), c.identity.k) in SLOW_ITL for c in cells]
     samples = {c.key: make_sample(c, seed=i, itl_ms=300.0 if slow[i] else 20.0) for i, c in enumerate(cells)}
-    return decide_all(cells, samples, CONFIG, {"draft-k2": PASS, "draft-k4": PASS})
+    return decide_all(cells, samples, CONFIG, {"draft-k2": PASS, "draft-k4": PASS}, passing_quality(cells))
 
 
 def test_specfleet_policy_and_config() -> None:

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import fixtures as fixtures_cli
+from specfleet.contract import PromptClassSpec
 from specfleet.errors import InputError
 from tasks.fixtures import build
 from tasks.fixtures.corpus import (
@@ -27,7 +28,9 @@ from tasks.fixtures.corpus import (
     training_corpus,
 )
 from tasks.fixtures.make_prompts import PROMPTS_PER_CLASS, render_prompt_file
+from tasks.fixtures.make_scored_sets import ITEMS_PER_CLASS, render_scored_set
 from tasks.fixtures.tokenizer import CHAT_TEMPLATE
+from tasks.plan.prompt_sets import load_scored_set
 
 PROMPTS_DIR = Path(__file__).resolve().parents[3] / "configs" / "prompts"
 
@@ -113,6 +116,27 @@ def test_prompts_are_held_out_from_training() -> None:
             else:
                 key = str(record["prompt"])
             assert key not in training_keys, record["id"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bundled_scored_sets_are_regenerated_identically_and_load_for_the_bundled_class(kind: str) -> None:
+    path = PROMPTS_DIR / "scored" / f"{kind}.jsonl"
+    assert path.read_text(encoding="utf-8") == render_scored_set(kind)
+    scored = load_scored_set(PromptClassSpec(name=kind))
+    assert scored is not None and scored.source == str(path) and len(scored.items) == ITEMS_PER_CLASS
+    assert load_scored_set(PromptClassSpec(name=kind, source="jsonl", path=str(PROMPTS_DIR / f"{kind}.jsonl"))) is None
+
+
+def test_scored_items_are_held_out_from_training_and_from_the_bundled_prompts() -> None:
+    training_keys = trained_prompt_keys(training_corpus(TRAIN_SEED, TRAIN_PER_CLASS))
+    for kind in KINDS:
+        scored = load_scored_set(PromptClassSpec(name=kind))
+        assert scored is not None
+        bundled = {json.dumps(r.get("messages") or r["prompt"]) for r in _prompt_file(kind)}
+        for item in scored.items:
+            turns = tuple((t.role, t.content) for t in item.messages or [])
+            assert (render_chat(turns, add_generation_prompt=True) if turns else item.prompt) not in training_keys
+            assert json.dumps([t.model_dump() for t in item.messages] if item.messages else item.prompt) not in bundled
 
 
 # --- the cache around the build (the training itself is covered by the integration test) -------

@@ -21,8 +21,10 @@ from cli.report import report
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.gates import EquivalenceProbe
 from specfleet.metrics import assemble_cell
+from specfleet.quality_gates import ClassAnswers, QualityProbe, item_answers
 from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
+from specfleet.scored_set import ScoredSet
 from specfleet.summary import SweepSummary
 from tasks.analysis.aggregate import aggregate
 from tasks.engine.ports import free_port
@@ -40,11 +42,14 @@ arms:
   - {{name: ngram, method: ngram, k: [3]}}
 load: {{concurrency: [1, 4], requests_per_cell: 4}}
 prompt_classes:
-  - {{name: code, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}}}
+  - {{name: code, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}, scored_set: scored.jsonl}}
   - {{name: chat, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}}}
 slo: {{ttft_ms: 50, itl_ms: 20}}
 hardware: {{accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 100, price_is_illustrative: true}}
-equivalence: {{prompts: 2, stochastic: {{tokens_per_sample: 2, min_detectable_tv: 0.5, max_samples_per_prompt: 40}}}}
+equivalence:
+  prompts: 2
+  stochastic: {{tokens_per_sample: 2, min_detectable_tv: 0.5, max_samples_per_prompt: 40}}
+  quality_tolerance: 0.2
 analysis: {{bootstrap_resamples: 200}}
 """
 # Window seconds per (arm, class, concurrency): 32 tokens over it give qualified tokens/s.
@@ -95,6 +100,21 @@ def _store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, k
     store.write_cell(cell)
 
 
+SCORED = "".join(json.dumps({"id": f"q{i}", "prompt": f"{i} + {i} =", "reference": 2 * i, "scorer": "numeric"}) + "\n"
+                 for i in range(1, 9))
+ANSWERS = {"baseline": " 2 4 6 8 10 12 14 0", "draft-k2": " 2 4 6 8 10 12 14 0", "draft-k3": " 2 4 6 8 10 12 14 16",
+           "ngram-k3": " 2 4 0 0 0 0 14 0"}
+"""Each arm's answers to q1..q8 (the code class's scored set): draft-k3 does better, ngram-k3 worse."""
+
+
+def _store_quality(store: ResultsStore, scored: ScoredSet) -> None:
+    for arm, text in ANSWERS.items():
+        answers = dict(zip((item.id for item in scored.items), text.split(), strict=True))
+        code = ClassAnswers(source=scored.source, sha256=scored.sha256,
+                            answers={"greedy": item_answers(scored.items, answers, {})})
+        store.write_json(f"quality/{arm}.json", QualityProbe(arm=arm, classes={"code": code, "chat": None}))
+
+
 def _store_probes(store: ResultsStore) -> None:
     greedy = {"p0": [1, 2, 3], "p1": [4, 5, 6]}
     sampled = {pid: [[1, 2]] * 20 + [[1, 3]] * 20 for pid in greedy}
@@ -111,6 +131,9 @@ def _sweep(config_path: Path, results: Path, scale: float) -> SweepPlan:
     for key, ident in plan.cells.items():
         _store_cell(plan.store, plan.config, ident, key, scale)
     _store_probes(plan.store)
+    scored = plan.scored_sets["code"]
+    assert scored is not None and plan.scored_sets["chat"] is None
+    _store_quality(plan.store, scored)
     return plan
 
 
@@ -129,6 +152,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> Sweeps:
     target, draft = fake_models(root)
     config = root / "sweep.yaml"
     config.write_text(CONFIG.format(target=target, draft=draft, tokens=TOKENS))
+    (root / "scored.jsonl").write_text(SCORED)
     first = _sweep(config, root / "results", scale=1.0)
     summary = aggregate(first, [])
     first.store.write_json("summary.json", summary)  # as the flow writes it
@@ -163,13 +187,20 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     assert "<script" not in html.lower() and "<link" not in html.lower()
     for text in ("implied alpha (model)", "Modelled", "num_speculative_tokens_per_batch_size",
                  "no NVML device on this host", "ngram: counters not exposed", "candidate_not_usable",
-                 "gate_failed", "permutation chi-square", "sha256", "0.32.0", "Prices are illustrative"):
+                 "gate_failed", "permutation chi-square", "sha256", "0.32.0", "Prices are illustrative",
+                 "Held-out quality", "prompt class &#39;chat&#39; has no scored set", "quality_not_run"):
         assert text in html, text
+    # the quality gate's scores with their paired interval: ngram-k3 answered 3 of 8 right, the baseline 7
+    assert re.search(r'<td>ngram-k3</td><td>code</td><td>greedy</td><td class="num">8</td><td class="num">0.875</td>'
+                     r'<td class="num">0.375</td><td class="num">-0.500 \[-0.875, -0.2\d\d\]</td>'
+                     r'<td class="num">0.2</td><td class="reject">FAIL</td>', re.sub(r">\s+<", "><", html))
     assert "recomputed from the stored cells" not in html  # the first sweep has its summary.json
     assert 'class="flip"' in html
     markdown = (out / "report.md").read_text()
     for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) | c1 |",
-                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (8)",
+                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (9)", "## Held-out quality",
+                 "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
+                 "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
                  f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped"):
         assert text in markdown, text
 
@@ -275,3 +306,15 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     assert [Decision.model_validate(d) for d in decisions["decisions"]] == made.decisions
     stored = json.loads(Path(client.download_artifacts(parent, "summary.json", str(tmp_path))).read_text())
     assert SweepSummary.model_validate(stored) == made
+    run = client.get_run(parent)
+    quality = {k: v for k, v in run.data.metrics.items() if k.startswith("quality.ngram-k3.code.greedy.")}
+    assert quality == pytest.approx({
+        "quality.ngram-k3.code.greedy.score": 0.375, "quality.ngram-k3.code.greedy.baseline_score": 0.875,
+        "quality.ngram-k3.code.greedy.difference": -0.5, "quality.ngram-k3.code.greedy.items": 8.0,
+        "quality.ngram-k3.code.greedy.passed": 0.0,
+        **{k: quality[k] for k in ("quality.ngram-k3.code.greedy.difference_low",
+                                   "quality.ngram-k3.code.greedy.difference_high")}})
+    assert -0.875 <= quality["quality.ngram-k3.code.greedy.difference_low"] < -0.2
+    assert not any(".chat." in k for k in run.data.metrics)  # a gate that did not run logs no figure
+    assert run.data.tags["quality.draft-k2.chat.greedy.not_run"] == "prompt class 'chat' has no scored set " \
+        "(prompt_classes[].scored_set)"

@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from cli.render import print_sweep_summary
 from specfleet.decision_table import DecisionRow
 from specfleet.errors import InputError
-from specfleet.summary import run_status
+from specfleet.quality_gates import ClassAnswers, QualityProbe, item_answers
+from specfleet.summary import SweepSummary, run_status
 from tasks.analysis.aggregate import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
@@ -31,6 +33,26 @@ def _probe(plan: SweepPlan, arm: str, tokens: list[int], repeat: bool = False) -
     plan.store.write_json(f"equivalence/{arm}.json", payload)
 
 
+SCORED = '{"id": "q1", "prompt": "1 + 1 =", "reference": 2, "scorer": "numeric"}\n' \
+         '{"id": "q2", "prompt": "2 + 2 =", "reference": "4", "scorer": "contains"}\n'
+
+
+def _with_quality(tmp_path: Path, scored: str = SCORED) -> None:
+    """The unit config with a scored set for its class and a quality tolerance."""
+    config = write_config(tmp_path)
+    (tmp_path / "scored.jsonl").write_text(scored)
+    text = config.read_text().replace("max_output_tokens: 8}", "max_output_tokens: 8, scored_set: scored.jsonl}")
+    config.write_text(text.replace("equivalence: {prompts: 2}", "equivalence: {prompts: 2, quality_tolerance: 0.1}"))
+
+
+def _answer(plan: SweepPlan, arm: str, text: str) -> None:
+    scored = plan.scored_sets["code"]
+    assert scored is not None
+    answers = item_answers(scored.items, dict(zip(("q1", "q2"), text.split(), strict=True)), {})
+    code = ClassAnswers(source=scored.source, sha256=scored.sha256, answers={"greedy": answers})
+    plan.store.write_json(f"quality/{arm}.json", QualityProbe(arm=arm, classes={"code": code}))
+
+
 def test_new_sweep_plans_baseline_speculative_then_baseline_end(tmp_path: Path) -> None:
     write_config(tmp_path)
     plan = _plan(tmp_path)
@@ -40,6 +62,8 @@ def test_new_sweep_plans_baseline_speculative_then_baseline_end(tmp_path: Path) 
     assert [label for label, _ in stages] == ["baseline", "speculative arms", "baseline (end)"]
     assert [w.arm.arm for _, work in stages for w in work] == ["baseline", "draft-k2", "baseline"]
     assert [w.probe for _, work in stages for w in work] == [True, True, False]
+    assert [w.quality_probe for w in plan.work] == [False] * 3  # no quality_tolerance: nothing would read answers
+    assert plan.scored_sets == {"code": None}
     assert len(plan.cells) == plan.pending_cells == 3
     assert _plan(tmp_path).cells.keys() == plan.cells.keys()  # keys are stable across sweeps
 
@@ -54,6 +78,53 @@ def test_resume_measures_only_missing_cells_and_reuses_probes(tmp_path: Path) ->
     assert [(w.arm.arm, w.phase, w.probe) for w in resumed.work] == [("baseline", "baseline_end", False)]
     _measure(plan, {"baseline"}, phase="baseline_end")
     assert _plan(tmp_path, plan.sweep_id).work == []  # a finished sweep measures nothing
+
+
+def test_the_scored_sets_are_answered_once_per_arm_and_reused_on_resume(tmp_path: Path) -> None:
+    _with_quality(tmp_path)
+    plan = _plan(tmp_path)
+    scored = plan.scored_sets["code"]
+    assert scored is not None and [i.id for i in scored.items] == ["q1", "q2"]
+    assert scored.source == str(tmp_path / "scored.jsonl")  # relative to the config's folder
+    assert [(w.arm.arm, w.phase, w.quality_probe) for w in plan.work] == [
+        ("baseline", "main", True), ("draft-k2", "main", True), ("baseline", "baseline_end", False)]
+    _answer(plan, "baseline", "2 4")
+    resumed = _plan(tmp_path, plan.sweep_id)
+    assert [(w.arm.arm, w.quality_probe) for w in resumed.work if w.phase == "main"] == [
+        ("baseline", False), ("draft-k2", True)]
+
+
+def test_a_bad_scored_set_line_stops_the_plan_naming_file_and_line(tmp_path: Path) -> None:
+    _with_quality(tmp_path, SCORED + '{"id": "q3", "prompt": "x", "reference": "y", "scorer": "fuzzy"}\n')
+    with pytest.raises(InputError, match=r"scored.jsonl:3: scorer: .*unknown scorer"):
+        _plan(tmp_path)
+    (tmp_path / "scored.jsonl").unlink()
+    with pytest.raises(InputError, match=r"scored.jsonl: scored set of class 'code' not found"):
+        _plan(tmp_path)
+
+
+def test_aggregate_makes_the_quality_gate_of_each_decision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _with_quality(tmp_path)
+    plan = _plan(tmp_path)
+    _measure(plan, {"baseline", "draft-k2"})
+    _measure(plan, {"baseline"}, phase="baseline_end")
+    _probe(plan, "baseline", [1, 2], repeat=True)
+    _probe(plan, "draft-k2", [1, 2])
+    _answer(plan, "baseline", "2 4")
+    _answer(plan, "draft-k2", "2 5")  # q2 wrong: the mean drops by 0.5, over the tolerance 0.1
+    summary = aggregate(plan, [])
+    [check] = summary.quality
+    assert check.result is not None and (check.result.baseline_mean, check.result.candidate_mean) == (1.0, 0.5)
+    [decision] = summary.decisions
+    assert decision.reason_code == "gate_failed" and decision.reason.startswith("quality: code/greedy: candidate 0.500")
+    assert [g.gate for g in decision.gates] == ["greedy_exact_match", "quality"]
+    assert "- draft-k2: quality FAILED: code/greedy: candidate 0.500 vs baseline 1.000 over 2 items" in \
+        summary_markdown(summary)
+    older = {k: v for k, v in summary.model_dump(mode="json").items() if k != "quality"}  # before the gate
+    assert SweepSummary.model_validate(older).quality == []
+    print_sweep_summary(summary, "sqlite:///mlflow.db")  # the CLI prints it beside the greedy gate
+    printed = capsys.readouterr().out
+    assert "draft-k2: greedy_exact_match passed" in printed and "draft-k2: quality FAILED: code/greedy" in printed
 
 
 def test_resume_refuses_unknown_id_and_changed_draft(tmp_path: Path) -> None:
@@ -84,6 +155,7 @@ def test_aggregate_gates_decisions_and_failures(tmp_path: Path) -> None:
     assert not summary.failed_cells and run_status(summary) == "FINISHED"
     row = summary.cost_table[0]
     assert row.reason_code == "gate_failed" and row.acceptance_rate == 0.75
+    assert [q.not_run for q in summary.quality] == ["equivalence.quality_tolerance is unset"]
     markdown = summary_markdown(summary)
     assert "| draft_model | 2 | code | c1 | 0.75 |" in markdown
     assert "greedy_exact_match FAILED" in markdown and "speculation adopted at no level" in markdown

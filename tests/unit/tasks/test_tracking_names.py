@@ -1,10 +1,15 @@
 """MLflow naming: flat stable params, secrets redacted, fingerprint tags round-trip, cell
-metrics with the same names in every run and absent (never 0) when not measured."""
+metrics with the same names in every run and absent (never 0) when not measured, the quality
+gates' figures per arm, class and sampling mode."""
 
 from pathlib import Path
 
+import numpy as np
+
 from specfleet.contract import CellIdentity
 from specfleet.fingerprint import Fingerprint
+from specfleet.quality_gates import QualityCheck
+from specfleet.stats.quality import quality_gate
 from tasks.store.results import ResultsStore
 from tasks.tracking.names import (
     REDACTED,
@@ -14,6 +19,8 @@ from tasks.tracking.names import (
     contract_params,
     fingerprint_from_tags,
     fingerprint_tags,
+    quality_metrics,
+    quality_tags,
 )
 from tests.unit.tasks.sweep_data import load, records, store_cell, write_config
 
@@ -74,3 +81,19 @@ def test_cell_params_and_tags(tmp_path: Path) -> None:
                    "method": "draft_model", "status": "ok"} == tags
     assert "k" not in cell_params(BASE) and cell_params(SPEC)["k"] == "2"
     assert cell_params(SPEC)["phase"] == "main"
+
+
+def test_quality_metrics_per_arm_class_and_sampling_and_a_tag_where_the_gate_did_not_run() -> None:
+    result = quality_gate({"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 1.0, "b": 0.0, "c": 0.0}, prompt_class="code",
+                          sampling="greedy", tolerance=0.1, confidence=0.95, resamples=200,
+                          rng=np.random.default_rng(0))
+    ran = QualityCheck(arm="draft-k2", prompt_class="code", sampling="greedy", result=result)
+    not_run = QualityCheck(arm="draft-k2", prompt_class="chat", sampling="greedy", not_run="no scored set")
+    metrics = quality_metrics([ran, not_run])
+    prefix = "quality.draft-k2.code.greedy."
+    assert set(metrics) == {prefix + name for name in ("score", "baseline_score", "difference", "difference_low",
+                                                       "difference_high", "items", "passed")}
+    assert metrics[prefix + "score"] == 1 / 3 and metrics[prefix + "baseline_score"] == 2 / 3
+    assert metrics[prefix + "items"] == 3.0 and metrics[prefix + "passed"] == 0.0
+    assert metrics[prefix + "difference_low"] <= metrics[prefix + "difference"] <= metrics[prefix + "difference_high"]
+    assert quality_tags([ran, not_run]) == {"quality.draft-k2.chat.greedy.not_run": "no scored set"}

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from specfleet.engine_findings import CPU_EXPAND, CPU_EXPAND_DEFECT, EngineCheck, EngineChecks, cpu_expand_outcome
+from specfleet.engine_findings import (
+    CPU_EXPAND,
+    CPU_EXPAND_DEFECT,
+    CPU_EXPAND_REPRODUCER,
+    EngineCheck,
+    EngineChecks,
+    cpu_expand_outcome,
+)
 from specfleet.fingerprint import Fingerprint
 from tasks.analysis.aggregate import aggregate
 from tasks.plan.engine_check import engine_checks
@@ -66,3 +73,9 @@ def test_sampled_decisions_and_the_stochastic_gate_name_the_engine_defect(
     assert CPU_EXPAND_DEFECT in by_sampling["t1"] and CPU_EXPAND_DEFECT not in by_sampling["greedy"]
     assert summary.engine_checks == [defect]
     assert "## Engine self-checks" in summary_markdown(summary) and "DEFECT" in summary_markdown(summary)
+
+
+def test_the_readme_and_docs_give_the_reproducer_the_preflight_runs() -> None:
+    root = Path(__file__).resolve().parents[3]
+    for doc in ("README.md", "docs/measurement.md"):
+        assert CPU_EXPAND_REPRODUCER in (root / doc).read_text(encoding="utf-8"), doc

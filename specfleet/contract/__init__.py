@@ -6,11 +6,12 @@ from specfleet.contract.loading import parse_sweep_config
 from specfleet.contract.matrix import ArmPlan, CellIdentity, arm_plans, cell_identities
 from specfleet.contract.models import EngineSpec, HardwareSpec, ModelRef, ModelsSpec
 from specfleet.contract.sweep import SweepConfig
+from specfleet.contract.traffic import TrafficSpec
 from specfleet.contract.workload import LoadSpec, PromptClassSpec, SamplingSpec, SLOSpec
 
 __all__ = [
     "AnalysisSpec", "ArmPlan", "ArmSpec", "CellIdentity", "EngineSpec", "EquivalenceSpec",
     "HardwareSpec", "LoadSpec", "ModelRef", "ModelsSpec", "PromptClassSpec", "SLOSpec",
-    "SamplingSpec", "StochasticTestSpec", "SweepConfig", "arm_plans", "cell_identities",
+    "SamplingSpec", "StochasticTestSpec", "SweepConfig", "TrafficSpec", "arm_plans", "cell_identities",
     "parse_sweep_config", "speculative_config",
 ]

@@ -1,11 +1,12 @@
 """The whole benchmark contract, one typed ``SweepConfig``, and the matrix it expands into."""
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from specfleet.contract.arms import ArmSpec
 from specfleet.contract.base import ContractModel
 from specfleet.contract.checks import AnalysisSpec, EquivalenceSpec
 from specfleet.contract.models import EngineSpec, HardwareSpec, ModelsSpec
+from specfleet.contract.traffic import TrafficSpec, check_traffic
 from specfleet.contract.workload import LoadSpec, PromptClassSpec, SamplingSpec, SLOSpec
 
 
@@ -24,6 +25,18 @@ class SweepConfig(ContractModel):
     hardware: HardwareSpec
     equivalence: EquivalenceSpec = Field(default_factory=EquivalenceSpec)
     analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    traffic: TrafficSpec | None = Field(
+        None, description="Production traffic mix the verdict is weighted by; unset: equal class shares and "
+        "the measured loads weighted equally (specfleet.traffic.effective_mix)."
+    )
+
+    @field_validator("traffic")
+    @classmethod
+    def _traffic_in_matrix(cls, traffic: TrafficSpec | None, info: ValidationInfo) -> TrafficSpec | None:
+        """Cross-check against ``prompt_classes`` and ``load`` (when those validated)."""
+        if traffic is not None and "prompt_classes" in info.data and "load" in info.data:
+            check_traffic(traffic, info.data["prompt_classes"], info.data["load"])
+        return traffic
 
     @model_validator(mode="after")
     def _matrix_is_sound(self) -> "SweepConfig":

@@ -14,6 +14,12 @@ Formulas, over the measured cells of the mix only (never filled in):
   conservative: wider than an interval of the mix's own throughput.
 - Noise floor: the largest noise floor of the measured cells (conservative: the mix's relative
   spread is at most its worst cell's when cells move together).
+- Entry gate, checked one by one: (a) pessimistic saving > noise floor; (b) every load with a
+  positive share has a measured cell; (c) at least three classes (every class of the mix when
+  fewer) pass (a) alone: the class's cells at the load shares, the fleet sized for peak demand.
+
+A cell counts when its decision has a comparison. One where an arm had no SLO-qualified tokens
+is measured, not missing: the mix cannot be served there, so no saving figure is formed.
 """
 
 from collections.abc import Mapping, Sequence
@@ -215,6 +221,10 @@ Found = dict[CellKey, tuple[int, _Cell | str]]
 """Per cell of the mix: the k serving it and its figures, or why it is unusable."""
 
 
+def _measured(entry: tuple[int, _Cell | str] | None) -> bool:
+    return entry is not None and isinstance(entry[1], _Cell)
+
+
 def _load_label(mix: TrafficMix, load: float) -> str:
     return f"c{load:g}" if mix.load_mode == "concurrency" else f"r{load:g}/s"
 
@@ -296,10 +306,10 @@ def policy_mix_verdict(
     found: Found = {}
     for d in _at_mix(decisions, mix, sampling):
         key, k = (d.slice.prompt_class, d.slice.load_value), k_by_load.get(d.slice.load_value)
-        if k == 0 and d.slice.arm in arm_of.values() and not isinstance(found.get(key, (0, ""))[1], _Cell):
-            found[key] = (0, _baseline_cell(d))
-        elif k is not None and d.slice.arm == arm_of.get(k):
+        if k is not None and k > 0 and d.slice.arm == arm_of.get(k):
             found[key] = (k, _decision_cell(d))
+        elif k == 0 and d.slice.arm in arm_of.values() and not _measured(found.get(key)):
+            found[key] = (0, _baseline_cell(d))  # any arm's comparison at the cell carries the baseline
     ks = ", ".join(f"{_load_label(mix, load)}: k={k}" for load, k in sorted(k_by_load.items()))
     shares = cell_token_shares(mix, output_tokens_per_request)
     return _verdict(f"{spec_name} k policy ({ks})", sampling, config, mix, shares, found)

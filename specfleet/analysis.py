@@ -9,7 +9,7 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision, decide_all
 from specfleet.gates import ArmEquivalence, EquivalenceProbe, arm_equivalence
 from specfleet.kpolicy import KPolicyReport, k_policy_reports
-from specfleet.quality_gates import QualityCheck, QualityProbe, quality_checks
+from specfleet.quality_gates import QualityCheck, QualityProbe, quality_checks, quality_samplings
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.quality import GateResult
 from specfleet.stats.samples import CellSample
@@ -41,7 +41,7 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
     quality gate. ``engine_findings``: defects of the installed engine that taint every sampled
     result of a speculative arm (its stochastic gate and its decisions at temperature > 0 name them)."""
     equivalence = arm_equivalence(config, arm_plans(config), probes, engine_findings)
-    quality = quality_checks(config, quality_probes)
+    quality = sweep_quality(config, quality_probes, engine_findings)
     samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
                for c in cells if c.usable and c.key in records}
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
@@ -50,8 +50,21 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
     return SweepAnalysis(equivalence, quality, decisions, k_policy_reports(decisions, cells, config))
 
 
+def sweep_quality(config: SweepConfig, quality_probes: Mapping[str, QualityProbe],
+                  engine_findings: Sequence[str] = ()) -> list[QualityCheck]:
+    """The quality gates, those at a temperature above 0 carrying the engine findings."""
+    return [check.model_copy(update={"engine_findings": list(engine_findings)})
+            if _sampled(config, check.sampling, engine_findings) else check
+            for check in quality_checks(config, quality_probes)]
+
+
+def _sampled(config: SweepConfig, sampling: str, engine_findings: Sequence[str]) -> bool:
+    """Whether results at this sampling mode carry the engine findings: any mode above temperature 0."""
+    spec = next(s for s in quality_samplings(config) if s.name == sampling)
+    return bool(engine_findings) and not spec.greedy
+
+
 def _with_findings(decision: Decision, config: SweepConfig, engine_findings: Sequence[str]) -> Decision:
-    sampled = next(s for s in config.sampling if s.name == decision.slice.sampling)
-    if sampled.greedy or not engine_findings:
+    if not _sampled(config, decision.slice.sampling, engine_findings):
         return decision
     return decision.model_copy(update={"reason": "; ".join([decision.reason, *engine_findings])})

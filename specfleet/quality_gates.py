@@ -69,10 +69,15 @@ class QualityCheck(RecordModel):
     def key(self) -> SliceKey:
         return (self.arm, self.prompt_class, self.sampling)
 
+    engine_findings: list[str] = Field(
+        default_factory=list, description="Engine defects that taint these sampled answers (engine_findings).")
+
     def gate(self) -> GateResult:
-        if self.result is not None:
-            return self.result.gate()
-        return quality_not_run(f"{self.prompt_class}/{self.sampling}: {self.not_run}")
+        gate = (self.result.gate() if self.result is not None
+                else quality_not_run(f"{self.prompt_class}/{self.sampling}: {self.not_run}"))
+        if not self.engine_findings:
+            return gate
+        return gate.model_copy(update={"detail": "; ".join([gate.detail, *self.engine_findings])})
 
 
 def quality_samplings(config: SweepConfig) -> list[SamplingSpec]:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from specfleet.analysis import analyse_sweep
+from specfleet.analysis import analyse_sweep, sweep_quality
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
 from specfleet.engine_findings import EngineCheck
@@ -19,7 +19,7 @@ from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint
 from specfleet.gates import ArmEquivalence, arm_equivalence
 from specfleet.kpolicy import KPolicyReport
-from specfleet.quality_gates import QualityCheck, quality_checks
+from specfleet.quality_gates import QualityCheck
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import SweepSummary
 from tasks.analysis.aggregate import stored_engine_checks, stored_probes, stored_quality, stored_records
@@ -112,6 +112,6 @@ def load_report_data(sweep_dir: Path) -> ReportData:
     return ReportData(
         sweep_id=sweep_dir.name, sweep_dir=sweep_dir, config=config, config_source=source,
         fingerprint=Fingerprint.model_validate(stored["fingerprint"]), cells=cells, records=records,
-        equivalence=equivalence, quality=quality_checks(config, answers), decisions=decisions, policies=policies,
-        decisions_source=origin, notes=notes, failed_cells=failed, engine_checks=engine.checks,
+        equivalence=equivalence, quality=sweep_quality(config, answers, engine.findings), decisions=decisions,
+        policies=policies, decisions_source=origin, notes=notes, failed_cells=failed, engine_checks=engine.checks,
     )

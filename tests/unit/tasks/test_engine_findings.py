@@ -72,6 +72,9 @@ def test_sampled_decisions_and_the_stochastic_gate_name_the_engine_defect(
     by_sampling = {d.slice.sampling: d.reason for d in summary.decisions}
     assert CPU_EXPAND_DEFECT in by_sampling["t1"] and CPU_EXPAND_DEFECT not in by_sampling["greedy"]
     assert summary.engine_checks == [defect]
+    quality = {q.sampling: q for q in summary.quality}
+    assert quality["t1"].engine_findings == [defect.finding] and CPU_EXPAND_DEFECT in quality["t1"].gate().detail
+    assert quality["greedy"].engine_findings == []
     assert "## Engine self-checks" in summary_markdown(summary) and "DEFECT" in summary_markdown(summary)
 
 

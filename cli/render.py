@@ -1,9 +1,7 @@
 """Rich tables for people; ``--json`` output never goes through here."""
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -11,11 +9,10 @@ from tasks.report.fmt import NA
 
 if TYPE_CHECKING:
     from specfleet.summary import SweepSummary
-    from tasks.report.tables import Column
 
 console = Console()
-Row = TypeVar("Row")
 WIDE_COLUMNS = 160
+LOCAL_MLFLOW_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 
 
 def _fmt(value: object) -> str:
@@ -43,51 +40,56 @@ def print_measurement(result: dict[str, object]) -> None:
         console.print(f"[yellow]note:[/yellow] {reason}")
 
 
-def _rich_table(title: str, rows: Sequence[Row], columns: Sequence["Column[Row]"]) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for name, _ in columns:
-        table.add_column(name, overflow="fold")
-    for row in rows:
-        table.add_row(*(render(row) for _, render in columns))
-    return table
-
-
 def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
-    """Cost table, decisions, gates, negative-result cells, k policy; every figure from the stored cells."""
-    from tasks.report.tables import COST_COLUMNS, NEGATIVE_COLUMNS, OVERHEAD_COLUMNS, gate_lines, k_policy_lines
+    """The verdict at the traffic mix first, then the cell decisions and the gates grouped by
+    verdict and reason, and the k policy: one screen for the demo. Long lines are left to the
+    terminal to wrap (``soft_wrap``), so a log keeps one line per statement. The per-cell cost table, the
+    negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``."""
+    from tasks.report.headline import MIX_TITLE, grouped_decision_lines, grouped_gate_lines, mix_lines
+    from tasks.report.tables import k_policy_lines
 
-    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold tables
+    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold lines
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
     out.print(f"cells: {summary.cells_complete}/{summary.cells_planned} complete ({summary.cells_ok} ok, "
               f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed); "
-              f"{summary.servers_started} servers started")
-    if summary.cost_table:
-        out.print(f"hardware: {summary.cost_table[0].hardware}")
-    out.print(_rich_table("Cost per million SLO-qualified tokens", summary.cost_table, COST_COLUMNS))
-    out.print("[bold]Decisions[/bold]")
-    for row in summary.cost_table:
-        colour = "green" if row.verdict == "adopt" else "red"
-        out.print(f"  [{colour}]{row.verdict}[/{colour}] {row.method} k={row.k} "
-                  f"{row.prompt_class} {row.load_mode}={row.load_value:g}: {row.reason}")
-    out.print("[bold]Equivalence gates[/bold] (the held-out quality gate per prompt class and sampling mode)")
-    for line in gate_lines(summary.gates, summary.quality):
-        out.print(f"  {line}", markup=False, highlight=False)
-    out.print(_rich_table("Negative-result cells", summary.negative_cells, NEGATIVE_COLUMNS))
-    out.print("[bold]k policy[/bold] (specfleet rule, all prompt classes)")
-    for policy in (p for p in summary.k_policy if p.peer is None):
-        for line in k_policy_lines(policy):
-            out.print(f"  {line}", markup=False)
-    out.print(_rich_table("Sweep overhead (arms run now)", summary.arms, OVERHEAD_COLUMNS))
+              f"{summary.servers_started} servers started"
+              + (f"; hardware: {summary.cost_table[0].hardware}" if summary.cost_table else ""))
+    sections = [
+        (MIX_TITLE, mix_lines(summary.mix) or [NA + ": no verdict at the traffic mix (see the notes)"]),
+        (f"Decisions ({len(summary.decisions)} cells, grouped by verdict and reason)",
+         grouped_decision_lines(summary.decisions)),
+        ("Equivalence and quality gates", grouped_gate_lines(summary.gates, summary.quality)),
+        ("k policy (specfleet rule, all prompt classes)",
+         [line for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)]),
+    ]
+    for title, lines in sections:
+        out.print(f"[bold]{title}[/bold]")
+        for line in lines:
+            out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     for note in [*summary.notes, *summary.failed_cells]:
-        out.print(f"[yellow]note:[/yellow] {note}", highlight=False)
-    out.print(f"results: {summary.results_dir}")
-    out.print(f"MLflow UI: {mlflow_ui_hint(tracking_uri)}", markup=False)
+        out.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+    out.print(f"per-cell cost table, negative-result cells and sweep overhead: {summary.results_dir}/summary.md")
+    out.print(f"MLflow UI: {mlflow_ui_hint(tracking_uri, summary.config_name)}", markup=False)
 
 
-def mlflow_ui_hint(tracking_uri: str) -> str:
-    """A server is opened in a browser; a local store through ``mlflow ui`` on loopback."""
-    from tasks.tracking.runs import shown_uri
+def print_answer(summary: "SweepSummary") -> None:
+    """The last word of the demo: each verdict's first line, the details being above and in the report."""
+    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)
+    out.print("[bold]The answer at the traffic mix[/bold] (checks above, figures in the report)")
+    for verdict in summary.mix:
+        out.print(f"  {verdict.headline}", markup=False, highlight=False, soft_wrap=True)
+    if not summary.mix:
+        out.print(f"  {NA}: no verdict at the traffic mix (see the notes above)", markup=False)
 
+
+def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
+    """A server is opened in a browser, a local store through ``mlflow ui`` on loopback; either
+    way on the experiment's runs table, where sweeps are compared."""
+    from tasks.tracking.runs import experiment_id, experiment_page, shown_uri
+
+    found = experiment_id(tracking_uri, experiment)
     if tracking_uri.startswith(("http://", "https://")):
-        return f"open {shown_uri(tracking_uri)}"
-    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1"
+        base = shown_uri(tracking_uri)
+        return f"open {experiment_page(base, found) if found else base}"
+    page = f", then open {experiment_page(LOCAL_MLFLOW_UI, found)}" if found else ""
+    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1{page}"

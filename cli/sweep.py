@@ -106,8 +106,10 @@ def sync(
 def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("results")) -> None:
     """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models,
     then the pilot report."""
+    from cli.render import print_answer
     from cli.report import report
 
     summary = _run_sweep(DEMO_CONFIG, None, tracking_uri, results_dir)
     report(summary.sweep_id, results_dir=results_dir, tracking_uri=tracking_uri)
+    print_answer(summary)
     _exit_for(summary)

@@ -1,14 +1,17 @@
 """A sweep's analysis from its stored measurements: the equivalence and quality gates, every
-cell's decision and the k policies. The sweep's aggregate step and a report of a sweep that
-stopped before aggregating both call ``analyse_sweep``, so a verdict has one way to be made."""
+cell's decision, the k policies and the verdicts at the traffic mix. The sweep's aggregate step
+and a report of a sweep that stopped before aggregating both call ``analyse_sweep``, so a verdict
+has one way to be made."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision, decide_all
+from specfleet.errors import InputError
 from specfleet.gates import ArmEquivalence, EquivalenceProbe, arm_equivalence
 from specfleet.kpolicy import KPolicyReport, k_policy_reports
+from specfleet.mix_verdict import MixVerdict, mix_verdicts
 from specfleet.quality_gates import QualityCheck, QualityProbe, quality_checks, quality_samplings
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.quality import GateResult
@@ -21,6 +24,9 @@ class SweepAnalysis:
     quality: list[QualityCheck]
     decisions: list[Decision]
     policies: list[KPolicyReport]
+    mix: list[MixVerdict]
+    mix_note: str | None
+    """Why there is no verdict at the traffic mix; None when ``mix`` was formed."""
 
     @property
     def gates(self) -> dict[str, list[GateResult]]:
@@ -30,7 +36,8 @@ class SweepAnalysis:
 
     @property
     def notes(self) -> list[str]:
-        return [f"{e.arm}: {reason}" for e in self.equivalence for reason in e.unavailable]
+        mix = [self.mix_note] if self.mix_note else []
+        return [*mix, *(f"{e.arm}: {reason}" for e in self.equivalence for reason in e.unavailable)]
 
 
 def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
@@ -47,7 +54,31 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
     decisions = [_with_findings(d, config, engine_findings)
                  for d in decide_all(cells, samples, config, gates, {q.key: q.gate() for q in quality})]
-    return SweepAnalysis(equivalence, quality, decisions, k_policy_reports(decisions, cells, config))
+    policies = k_policy_reports(decisions, cells, config)
+    return SweepAnalysis(equivalence, quality, decisions, policies, *sweep_mix(config, decisions, policies, cells,
+                                                                              records))
+
+
+def sweep_mix(config: SweepConfig, decisions: Sequence[Decision], policies: Sequence[KPolicyReport],
+              cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
+              ) -> tuple[list[MixVerdict], str | None]:
+    """The verdicts at the traffic mix, or none and why (request shares of a class the baseline never served)."""
+    try:
+        return mix_verdicts(decisions, policies, config, baseline_output_tokens(cells, records)), None
+    except InputError as error:
+        return [], f"no verdict at the traffic mix: {error}"
+
+
+def baseline_output_tokens(cells: Sequence[CellResult],
+                           records: Mapping[str, Sequence[RequestRecord]]) -> dict[str, float]:
+    """Mean output tokens per completed request of each prompt class on the baseline's usable cells:
+    what turns a traffic block's request shares into token shares."""
+    tokens: dict[str, list[int]] = {}
+    for cell in cells:
+        if cell.identity.method == "baseline" and cell.usable:
+            tokens.setdefault(cell.identity.prompt_class, []).extend(
+                r.streamed_tokens for r in records.get(cell.key, ()) if r.ok)
+    return {name: sum(counts) / len(counts) for name, counts in tokens.items() if counts}
 
 
 def sweep_quality(config: SweepConfig, quality_probes: Mapping[str, QualityProbe],

@@ -20,6 +20,10 @@ Formulas, over the measured cells of the mix only (never filled in):
 
 A cell counts when its decision has a comparison. One where an arm had no SLO-qualified tokens
 is measured, not missing: the mix cannot be served there, so no saving figure is formed.
+
+The entry gate weighs cost alone. The other tests a cell's decision runs (the SLO, the equivalence
+and quality gates) are reported beside it as ``other_gates``: a verdict is adoptable only when the
+entry gate passes and no measured cell of the mix was rejected by one of them.
 """
 
 from collections.abc import Mapping, Sequence
@@ -33,13 +37,17 @@ from specfleet.contract.matrix import arm_plans
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.cost import fleet_cost
-from specfleet.decisions import Decision
+from specfleet.decisions import Decision, ReasonCode
+from specfleet.kpolicy import KPolicyReport
 from specfleet.traffic import CellKey, TrafficMix, cell_token_shares, effective_mix
 
 MIN_CLASSES = 3
 """The entry gate's prompt classes, or every class of the mix when it has fewer."""
 
-CheckName = Literal["saving_beyond_noise", "production_load_distribution", "prompt_classes"]
+CheckName = Literal["saving_beyond_noise", "production_load_distribution", "prompt_classes", "other_gates"]
+
+BLOCKING: tuple[ReasonCode, ...] = ("slo_missed", "no_gate", "gate_failed", "quality_not_run")
+"""Decision codes that reject a cell whatever its cost: the SLO and the gates."""
 
 
 class MixCell(RecordModel):
@@ -51,6 +59,8 @@ class MixCell(RecordModel):
     k: int | None = Field(description="The speculative k serving this cell; 0 where a k policy turns it off.")
     measured: bool
     reason: str | None = Field(description="Why the cell is left out; None when measured.")
+    blocked_by: str | None = Field(
+        None, description="The decision's reason code when the SLO or a gate rejected the measured cell.")
 
 
 class MixFigures(RecordModel):
@@ -85,6 +95,7 @@ class GateCheck(RecordModel):
 class MixVerdict(RecordModel):
     """One speculative arm, or one k policy, at the traffic mix."""
 
+    name: str = Field(description="Arm id (e.g. 'draft-k3') or '<arm spec>-k-policy': a stable key for metrics.")
     subject: str = Field(description="Arm id (e.g. 'draft-k3') or the k policy with its k per load.")
     sampling: str
     mix: TrafficMix
@@ -92,6 +103,7 @@ class MixVerdict(RecordModel):
     fleet: MixFigures
     per_class: dict[str, MixFigures] = Field(description="Each class alone at the load shares, peak demand.")
     checks: list[GateCheck] = Field(description="The entry gate's three conditions, in the seed's order.")
+    other_gates: GateCheck = Field(description="The SLO, equivalence and quality gates over the measured cells.")
 
     @property
     def coverage(self) -> float:
@@ -99,15 +111,22 @@ class MixVerdict(RecordModel):
 
     @property
     def passed(self) -> bool:
+        """The entry gate: all three conditions."""
         return all(c.passed for c in self.checks)
+
+    @property
+    def adoptable(self) -> bool:
+        return self.passed and self.other_gates.passed
 
     @property
     def headline(self) -> str:
         """First line: partial coverage first, then the verdict and its figures, then a default mix."""
-        partial = "" if self.coverage >= 1.0 else f"PARTIAL: covers {self.coverage:.1%} of the traffic mix; "
+        partial = "" if self.coverage >= 1.0 else f"PARTIAL (covers {self.coverage:.1%} of the mix): "
         failed = [c.name for c in self.checks if not c.passed]
-        verdict = "passes the entry gate" if not failed else f"fails the entry gate ({', '.join(failed)})"
-        default = f" ({self.mix.note})" if self.mix.default else ""
+        verdict = "entry gate passed" if not failed else f"entry gate FAILED ({', '.join(failed)})"
+        if not self.other_gates.passed:
+            verdict += ", other gates FAILED: not adoptable" if not failed else ", other gates FAILED"
+        default = " (default mix: no traffic block)" if self.mix.default else ""
         return f"{partial}{self.subject} / {self.sampling}: {verdict}: {_figures_line(self.fleet)}{default}"
 
 
@@ -120,6 +139,7 @@ class _Cell:
     speedup_low: float | None
     speedup_high: float | None
     noise_floor: float | None
+    blocked_by: str | None = None
 
 
 def _figures_line(f: MixFigures) -> str:
@@ -205,7 +225,7 @@ def _decision_cell(d: Decision) -> _Cell | str:
     interval = c.qualified_tps_speedup
     return _Cell(c.baseline_qualified_tokens_per_s, c.candidate_qualified_tokens_per_s,
                  interval.low if interval else None, interval.high if interval else None,
-                 d.cost.noise_floor if d.cost else None)
+                 d.cost.noise_floor if d.cost else None, d.reason_code if d.reason_code in BLOCKING else None)
 
 
 def _baseline_cell(d: Decision) -> _Cell | str:
@@ -235,15 +255,14 @@ def _check_saving(fleet: MixFigures) -> GateCheck:
         return GateCheck(name="saving_beyond_noise", passed=False, detail=f"no figure: {fleet.reason}")
     sign = ">" if fleet.beyond_noise else "<="
     return GateCheck(name="saving_beyond_noise", passed=fleet.beyond_noise,
-                     detail=f"pessimistic whole-replica saving {low:+.1%} {sign} noise floor {noise:.1%}")
+                     detail=f"pessimistic {low:+.1%} {sign} noise {noise:.1%}")
 
 
 def _check_loads(mix: TrafficMix, cells: Sequence[MixCell]) -> GateCheck:
     """Every load with a positive share has at least one measured cell."""
     covered = {c.load_value for c in cells if c.measured}
     missing = [_load_label(mix, load) for load, q in mix.load_shares.items() if q > 0 and load not in covered]
-    detail = (f"no measured cell at {', '.join(missing)}" if missing
-              else "every load with a positive share has a measured cell")
+    detail = f"no measured cell at {', '.join(missing)}" if missing else "a measured cell at every load"
     return GateCheck(name="production_load_distribution", passed=not missing, detail=detail)
 
 
@@ -252,11 +271,21 @@ def _check_classes(per_class: Mapping[str, MixFigures]) -> GateCheck:
     beyond = [name for name, f in per_class.items() if f.beyond_noise]
     required = min(MIN_CLASSES, len(per_class))
     return GateCheck(name="prompt_classes", passed=len(beyond) >= required,
-                     detail=f"{len(beyond)} of {len(per_class)} classes save beyond noise "
-                     f"({', '.join(beyond) or 'none'}); {required} required")
+                     detail=f"{len(beyond)} of {len(per_class)} classes beyond noise ({', '.join(beyond) or 'none'}), "
+                     f"{required} required")
 
 
-def _verdict(subject: str, sampling: str, config: SweepConfig, mix: TrafficMix,
+def _check_other_gates(cells: Sequence[MixCell]) -> GateCheck:
+    """No measured cell of the mix was rejected by the SLO or a gate (its decision's reason code)."""
+    measured = [c for c in cells if c.measured]
+    blocked = [c for c in measured if c.blocked_by]
+    codes = sorted({c.blocked_by for c in blocked if c.blocked_by})
+    detail = (f"{len(blocked)} of {len(measured)} measured cells rejected by {', '.join(codes)}" if blocked
+              else f"SLO and gates pass at all {len(measured)} measured cells")
+    return GateCheck(name="other_gates", passed=not blocked and bool(measured), detail=detail)
+
+
+def _verdict(name: str, subject: str, sampling: str, config: SweepConfig, mix: TrafficMix,
              shares: Mapping[CellKey, float], found: Found) -> MixVerdict:
     """The verdict over the cells of ``shares`` with a positive share; ``found`` gives measured ones."""
     cells, parts = [], {}
@@ -265,7 +294,8 @@ def _verdict(subject: str, sampling: str, config: SweepConfig, mix: TrafficMix,
             continue
         k, got = found.get(key, (None, "not measured"))
         cells.append(MixCell(prompt_class=key[0], load_value=key[1], token_share=share, k=k,
-                             measured=isinstance(got, _Cell), reason=got if isinstance(got, str) else None))
+                             measured=isinstance(got, _Cell), reason=got if isinstance(got, str) else None,
+                             blocked_by=got.blocked_by if isinstance(got, _Cell) else None))
         if isinstance(got, _Cell):
             parts[key] = (share, got)
     hardware = config.hardware
@@ -274,8 +304,10 @@ def _verdict(subject: str, sampling: str, config: SweepConfig, mix: TrafficMix,
                                     sum(s for key, s in shares.items() if key[0] == name))
                  for name in classes}
     fleet = _mix_figures(hardware, list(parts.values()), sum(s for s in shares.values() if s > 0))
-    return MixVerdict(subject=subject, sampling=sampling, mix=mix, cells=cells, fleet=fleet, per_class=per_class,
-                      checks=[_check_saving(fleet), _check_loads(mix, cells), _check_classes(per_class)])
+    return MixVerdict(name=name, subject=subject, sampling=sampling, mix=mix, cells=cells, fleet=fleet,
+                      per_class=per_class,
+                      checks=[_check_saving(fleet), _check_loads(mix, cells), _check_classes(per_class)],
+                      other_gates=_check_other_gates(cells))
 
 
 def _at_mix(decisions: Sequence[Decision], mix: TrafficMix, sampling: str) -> list[Decision]:
@@ -292,7 +324,7 @@ def arm_mix_verdict(
     mix = mix or effective_mix(config)
     found: Found = {(d.slice.prompt_class, d.slice.load_value): (d.slice.k, _decision_cell(d))
                     for d in _at_mix(decisions, mix, sampling) if d.slice.arm == arm}
-    return _verdict(arm, sampling, config, mix, cell_token_shares(mix, output_tokens_per_request), found)
+    return _verdict(arm, arm, sampling, config, mix, cell_token_shares(mix, output_tokens_per_request), found)
 
 
 def policy_mix_verdict(
@@ -312,13 +344,24 @@ def policy_mix_verdict(
             found[key] = (0, _baseline_cell(d))  # any arm's comparison at the cell carries the baseline
     ks = ", ".join(f"{_load_label(mix, load)}: k={k}" for load, k in sorted(k_by_load.items()))
     shares = cell_token_shares(mix, output_tokens_per_request)
-    return _verdict(f"{spec_name} k policy ({ks})", sampling, config, mix, shares, found)
+    return _verdict(f"{spec_name}-k-policy", f"{spec_name} k policy ({ks})", sampling, config, mix, shares, found)
 
 
 def mix_verdicts(
-    decisions: Sequence[Decision], config: SweepConfig, output_tokens_per_request: Mapping[str, float] | None = None,
+    decisions: Sequence[Decision], policies: Sequence[KPolicyReport], config: SweepConfig,
+    output_tokens_per_request: Mapping[str, float] | None = None,
 ) -> list[MixVerdict]:
-    """Every speculative arm at every sampling mode, at the config's effective mix."""
+    """Every speculative arm at every sampling mode, then each arm spec's all-classes k policy
+    (concurrency mixes only: the policy is a k per concurrency bucket), at the config's effective mix."""
     mix = effective_mix(config)
-    return [arm_mix_verdict(decisions, config, plan.arm, sampling.name, mix, output_tokens_per_request)
-            for plan in arm_plans(config) if not plan.is_baseline for sampling in config.sampling]
+    verdicts = [arm_mix_verdict(decisions, config, plan.arm, sampling.name, mix, output_tokens_per_request)
+                for plan in arm_plans(config) if not plan.is_baseline for sampling in config.sampling]
+    if mix.load_mode != "concurrency":
+        return verdicts
+    for report in policies:
+        policy = report.specfleet
+        if report.peer is None and policy.refused is None and policy.sampling is not None:
+            k_by_load = {float(level.level): level.k for level in policy.levels}
+            verdicts.append(policy_mix_verdict(decisions, config, policy.spec_name, k_by_load, policy.sampling,
+                                               mix, output_tokens_per_request))
+    return verdicts

@@ -10,6 +10,7 @@ from specfleet.decision_table import DecisionRow
 from specfleet.decisions import Decision
 from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
+from specfleet.mix_verdict import MixVerdict
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import ArmTiming
 from specfleet.stats.quality import GateResult
@@ -38,6 +39,10 @@ class SweepSummary(RecordModel):
     failed_cells: list[str] = Field(description="Label and reason of every cell without a complete result.")
     servers_started: int = Field(description="Arms started in this invocation (0: nothing left to measure).")
     arms: list[ArmSummary]
+    mix: list[MixVerdict] = Field(
+        default_factory=list, description="The verdict at the traffic mix per speculative arm and k policy, "
+        "the sweep's headline (empty in summaries written before it existed, or when it could not be formed: "
+        "the notes say why).")
     gates: dict[str, list[GateResult]] = Field(description="The equivalence gates per speculative arm.")
     quality: list[QualityCheck] = Field(
         default_factory=list, description="The held-out quality gate per speculative arm, prompt class and "

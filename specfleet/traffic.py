@@ -36,7 +36,7 @@ def effective_mix(config: SweepConfig) -> TrafficMix:
         mode = "concurrency" if traffic.concurrency is not None else "rate"
         return TrafficMix(share_basis=traffic.share_basis, class_shares=_normalised(traffic.prompt_classes),
                           load_mode=mode, load_shares=_normalised(traffic.load_shares), default=False,
-                          note=f"traffic mix from the config's traffic block ({traffic.share_basis} shares)")
+                          note=f"traffic mix from the config's traffic block (shares of {traffic.share_basis})")
     classes = [p.name for p in config.prompt_classes]
     mode = "concurrency" if config.load.concurrency else "rate"
     loads = [float(c) for c in config.load.concurrency] or list(config.load.rates_per_s)

@@ -8,6 +8,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from specfleet.decision_table import DecisionRow
 from tasks.report import fmt, plots
 from tasks.report.content import ReportContent
+from tasks.report.headline import (
+    MIX_CLASS_COLUMNS,
+    MIX_COLUMNS,
+    MIX_TITLE,
+    class_figures,
+    mix_description,
+    mix_verdict_lines,
+)
 from tasks.report.views import load_label
 
 TEMPLATE = "report.html.j2"
@@ -44,7 +52,9 @@ def _environment() -> Environment:
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt.num, pct=fmt.pct, speedup=fmt.speedup, config_json=fmt.config_json,
                        saving_range=fmt.saving_range, difference=fmt.difference)
-    env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA)
+    env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA, mix_title=MIX_TITLE,
+                       mix_description=mix_description, mix_verdict_lines=mix_verdict_lines,
+                       mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures)
     return env
 
 

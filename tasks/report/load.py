@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from specfleet.analysis import analyse_sweep, sweep_quality
+from specfleet.analysis import analyse_sweep, sweep_mix, sweep_quality
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
 from specfleet.engine_findings import EngineCheck
@@ -19,6 +19,7 @@ from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint
 from specfleet.gates import ArmEquivalence, arm_equivalence
 from specfleet.kpolicy import KPolicyReport
+from specfleet.mix_verdict import MixVerdict
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import SweepSummary
@@ -43,6 +44,8 @@ class ReportData:
     quality: list[QualityCheck]
     decisions: list[Decision]
     policies: list[KPolicyReport]
+    mix: list[MixVerdict]
+    """The verdicts at the traffic mix (empty, with a note saying why, when none could be formed)."""
     decisions_source: str
     notes: list[str]
     failed_cells: list[str]
@@ -102,16 +105,20 @@ def load_report_data(sweep_dir: Path) -> ReportData:
     summary_path = sweep_dir / SUMMARY_FILE
     if summary_path.is_file():
         summary = SweepSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
-        decisions, policies = summary.decisions, summary.k_policy
+        decisions, policies, mix = summary.decisions, summary.k_policy, summary.mix
         origin, notes, failed = f"the sweep's {SUMMARY_FILE}", summary.notes, summary.failed_cells
+        if not mix:  # a summary written before the verdict at the mix existed: made from its decisions
+            mix, why = sweep_mix(config, decisions, policies, cells, records)
+            notes = notes if why is None or why in notes else [*notes, why]
     else:
         analysis = analyse_sweep(config, cells, records, probes, answers, engine.findings)
-        decisions, policies = analysis.decisions, analysis.policies
+        decisions, policies, mix = analysis.decisions, analysis.policies, analysis.mix
         origin = f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
         notes, failed = analysis.notes, []
     return ReportData(
         sweep_id=sweep_dir.name, sweep_dir=sweep_dir, config=config, config_source=source,
         fingerprint=Fingerprint.model_validate(stored["fingerprint"]), cells=cells, records=records,
         equivalence=equivalence, quality=sweep_quality(config, answers, engine.findings), decisions=decisions,
-        policies=policies, decisions_source=origin, notes=notes, failed_cells=failed, engine_checks=engine.checks,
+        policies=policies, mix=mix, decisions_source=origin, notes=notes, failed_cells=failed,
+        engine_checks=engine.checks,
     )

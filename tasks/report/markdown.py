@@ -1,11 +1,13 @@
 """The two markdown documents of a sweep, built from the same tables (``tasks.report.tables``):
 the sweep summary the flow writes when it finishes (``summary.md``, MLflow, the Prefect
-artifact), and the report's summary (``specfleet report``): the decision up front, the k
-policies, the negative cells and the gates, pointing at the HTML report for the figures."""
+artifact), and the report's summary (``specfleet report``): both open with the verdict at the
+traffic mix, then the decision per prompt class, the k policies, the negative cells and the
+gates, pointing at the HTML report for the figures."""
 
 from specfleet.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
+from tasks.report.headline import mix_markdown
 from tasks.report.tables import (
     COST_COLUMNS,
     NEGATIVE_COLUMNS,
@@ -20,7 +22,8 @@ from tasks.report.views import load_label
 
 
 def summary_markdown(summary: SweepSummary) -> str:
-    """The sweep summary: counts, cost table, negative cells, k policy, overhead, gates, notes."""
+    """The sweep summary: counts, the verdict at the traffic mix, cost table, negative cells, k
+    policy, overhead, gates, notes."""
     hardware = summary.cost_table[0].hardware if summary.cost_table else None
     parts = [
         f"# Sweep {summary.sweep_id}\n\n",
@@ -28,7 +31,8 @@ def summary_markdown(summary: SweepSummary) -> str:
         + (f", {hardware}" if hardware else "") + ".\n",
         f"Cells: {summary.cells_complete}/{summary.cells_planned} complete ({summary.cells_ok} ok, "
         f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed); "
-        f"{summary.servers_started} servers started in this run.\n",
+        f"{summary.servers_started} servers started in this run.\n\n",
+        mix_markdown(summary.mix),
         "\n## Cost per million SLO-qualified tokens and decisions\n\n",
         markdown_table(summary.cost_table, COST_COLUMNS),
         "\n## Negative-result cells\n\n", markdown_table(summary.negative_cells, NEGATIVE_COLUMNS),
@@ -118,6 +122,7 @@ def render_markdown(content: ReportContent, html_name: str) -> str:
         f"# specfleet report: sweep {d.sweep_id}", "",
         f"Config `{d.config.name}`, fingerprint `{d.fingerprint.digest}`, {len(d.cells)} stored cells; "
         f"decisions from {d.decisions_source}. Figures: `{html_name}`. Generated {content.generated_at}.", "",
+        mix_markdown(d.mix, per_class=True),
         "## Decision per prompt class", "", *_decision_lines(content), *_policy_lines(content),
         "## All decisions", "", markdown_table(content.rows, COST_COLUMNS),
         f"## Negative-result cells ({len(content.negative)})", "",

@@ -1,5 +1,5 @@
 """What goes into MLflow, by name: flat contract params, fingerprint tags, per-cell metrics, the
-sweep's quality gates.
+sweep's quality gates and its verdicts at the traffic mix.
 
 Names are stable and flat so runs compare column by column in the MLflow UI and in
 ``search_runs``. A figure that could not be measured is left out, never logged as 0.
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.fingerprint import Fingerprint
+from specfleet.mix_verdict import MixVerdict
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import CellResult, DistributionSummary
 
@@ -173,3 +174,24 @@ def quality_metrics(checks: Iterable[QualityCheck]) -> dict[str, float]:
 def quality_tags(checks: Iterable[QualityCheck]) -> dict[str, str]:
     """``quality.ARM.CLASS.SAMPLING.not_run``: why that gate did not run."""
     return {f"{_quality_prefix(c)}.not_run": c.not_run for c in checks if c.not_run is not None}
+
+
+def mix_metrics(verdicts: Iterable[MixVerdict]) -> dict[str, float]:
+    """What nights are compared by, per speculative arm and k policy at the traffic mix, under
+    ``mix.NAME.SAMPLING.`` (NAME an arm id or ``SPEC-k-policy``): ``saving``, ``saving_low`` and
+    ``saving_high`` (whole-replica, at the speedup interval's ends), ``noise_floor``, ``coverage``
+    (token share of the mix measured), ``baseline_replicas``, ``candidate_replicas``,
+    ``entry_gate`` and ``adoptable`` (1 or 0). A figure that could not be formed is left out."""
+    out: dict[str, float] = {}
+    for v in verdicts:
+        prefix, fleet = INVALID_KEY_CHARS.sub("_", f"mix.{v.name}.{v.sampling}"), v.fleet
+        _put(out, f"{prefix}.saving", fleet.saving_fraction)
+        _put(out, f"{prefix}.saving_low", fleet.pessimistic_saving_fraction)
+        _put(out, f"{prefix}.saving_high", fleet.optimistic_saving_fraction)
+        _put(out, f"{prefix}.noise_floor", fleet.noise_floor)
+        _put(out, f"{prefix}.coverage", v.coverage)
+        _put(out, f"{prefix}.baseline_replicas", fleet.baseline_replicas)
+        _put(out, f"{prefix}.candidate_replicas", fleet.candidate_replicas)
+        _put(out, f"{prefix}.entry_gate", v.passed)
+        _put(out, f"{prefix}.adoptable", v.adoptable)
+    return out

@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -36,18 +37,41 @@ from tasks.tracking.names import (
     contract_params,
     fingerprint_from_tags,
     fingerprint_tags,
+    mix_metrics,
     quality_metrics,
     quality_tags,
 )
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SWEEP_RUNS = "tags.run_kind = 'sweep'"
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 """An unreachable tracking server should cost seconds, not MLflow's default minutes of retries."""
 HEALTH_TIMEOUT_S = 5.0
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def experiment_page(ui_base: str, experiment_id: str) -> str:
+    """The experiment's page on its runs table. MLflow 3.17's UI picks GenAI or machine-learning
+    pages from a global switch (its ``workflowType`` query parameter, else the browser's last
+    choice, GenAI by default) before the experiment's ``mlflow.experimentKind`` tag, so the link
+    names the kind too."""
+    return f"{ui_base.rstrip('/')}/#/experiments/{experiment_id}?workflowType=machine_learning"
+
+
+def experiment_id(uri: str, name: str) -> str | None:
+    """The id of experiment ``name``, or None when it does not exist or the store does not answer
+    (a server that fails its health check, a SQLite file that is not there, is not asked)."""
+    sqlite_file = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if unreachable(uri) is not None or (sqlite_file is not None and not Path(sqlite_file).is_file()):
+        return None
+    try:
+        found = MlflowClient(uri).get_experiment_by_name(name)
+    except Exception:  # noqa: BLE001  # only a link in a message depends on it
+        return None
+    return None if found is None else str(found.experiment_id)
 
 
 def tracking_uri(explicit: str | None = None) -> str:
@@ -86,8 +110,15 @@ def use_short_http_retries() -> None:
 
 
 def _experiment_id(client: MlflowClient, name: str) -> str:
+    """The config's experiment, tagged so the MLflow 3 UI opens on its runs table (the figures
+    nights are compared by) rather than on the GenAI overview, which has nothing to show here."""
     found = client.get_experiment_by_name(name)
-    return found.experiment_id if found is not None else client.create_experiment(name)
+    if found is None:
+        return client.create_experiment(name, tags=EXPERIMENT_TAGS)
+    for tag, value in EXPERIMENT_TAGS.items():
+        if found.tags.get(tag) != value:
+            client.set_experiment_tag(found.experiment_id, tag, value)
+    return str(found.experiment_id)
 
 
 def _log_batch(client: MlflowClient, run_id: str, metrics: Mapping[str, float] | None = None,
@@ -163,7 +194,8 @@ def _table(rows: Sequence[DecisionRow]) -> pd.DataFrame:
 
 
 def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown: str) -> None:
-    """The cost table, negative cells, decisions, k policy and quality gates on the sweep's parent run."""
+    """The cost table, negative cells, decisions, k policy, quality gates and the verdicts at the
+    traffic mix (as metrics, to compare nights by) on the sweep's parent run."""
     client = MlflowClient(uri)
     tables = {"cost_table.json": summary.cost_table, "negative_cells.json": summary.negative_cells}
     artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri, tracking_uri=uri)
@@ -181,6 +213,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
         "cells_ok": summary.cells_ok, "cells_invalid": summary.cells_invalid,
         "cells_failed": len(summary.failed_cells), "decisions_adopted": adopted,
         "decisions_rejected": len(summary.cost_table) - adopted, **quality_metrics(summary.quality),
+        **mix_metrics(summary.mix),
     })
     for name, why in quality_tags(summary.quality).items():
         client.set_tag(parent_id, name, why)

@@ -21,8 +21,12 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from cli.report import report
-from tasks.plan.sweep_plan import plan_sweep
-from tasks.tracking.runs import log_cell_runs, open_sweep_run
+from specfleet.contract import CellIdentity
+from specfleet.results.records import RequestRecord
+from tasks.analysis.aggregate import aggregate
+from tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from tasks.report.markdown import summary_markdown
+from tasks.tracking.runs import experiment_page, log_cell_runs, log_sweep_summary, open_sweep_run
 from tests.integration.reference import Tracking
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
@@ -33,6 +37,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium")
 COLUMNS = ("acceptance_rate", "ttft_ms_p95", "itl_ms_p95")
 VIEW_KEY = "specfleet-cells"
+PARENT_VIEW_KEY = "specfleet-sweeps"
 NAME = "attributes.`Run Name`"
 VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
@@ -71,13 +76,56 @@ def _chromium(profile: Path, url: str, *mode: str) -> subprocess.CompletedProces
         capture_output=True, text=True, timeout=90, check=True)
 
 
+def _records(ident: CellIdentity) -> list[RequestRecord]:
+    """In the same window the draft completes four requests, the opening baseline three and the
+    closing one four: the verdict at the mix has a saving and a noise floor other than 0."""
+    if ident.k is not None:
+        return records(gap_ms=5, tokens_per_chunk=2)
+    return records(gap_ms=5, n=4 if ident.phase == "baseline_end" else 3)
+
+
+def _grid(profile: Path, page: str, shot: Path) -> GridCells:
+    grid = GridCells()
+    grid.feed(_chromium(profile, page, "--dump-dom", f"--screenshot={shot}").stdout)
+    return grid
+
+
+def _parent_run_shows_the_verdict_at_the_mix(client: MlflowClient, plan: SweepPlan, parent: str, uri: str,
+                                             tmp_path: Path) -> None:
+    """The experiment opens on its runs table (``mlflow.experimentKind``), and the parent run
+    carries the verdict at the traffic mix as columns to compare nights by."""
+    summary = aggregate(plan, [])
+    log_sweep_summary(uri, parent, summary, summary_markdown(summary))
+    experiment = client.get_run(parent).info.experiment_id
+    landing = _grid(tmp_path / "chromium-landing", experiment_page(uri, experiment),
+                    ARTIFACTS / "mlflow_experiment_landing.png")
+    assert any(row.get(NAME, "").endswith(plan.sweep_id) for row in landing.cells.values())  # the runs table
+
+    [verdict] = [v for v in summary.mix if v.name == "draft-k2"]
+    prefix = f"mix.{verdict.name}.{verdict.sampling}"
+    columns = [f"{prefix}.saving", f"{prefix}.noise_floor", f"{prefix}.coverage", f"{prefix}.entry_gate"]
+    view = {"searchFilter": "tags.run_kind = 'sweep'", "orderByKey": "attributes.run_name", "orderByAsc": True,
+            "selectedColumns": [f"metrics.`{name}`" for name in columns] + ["tags.`fingerprint.engine_version`"]}
+    client.set_experiment_tag(experiment, f"mlflow.sharedViewState.{PARENT_VIEW_KEY}", json.dumps(view))
+    grid = _grid(tmp_path / "chromium-parent", f"{uri}/#/experiments/{experiment}/runs?viewStateShareKey="
+                 f"{PARENT_VIEW_KEY}", ARTIFACTS / "mlflow_parent_runs.png")
+    [row] = [row for row in grid.cells.values() if row.get(NAME, "").endswith(plan.sweep_id)]
+    fleet = verdict.fleet
+    assert fleet.saving_fraction and fleet.noise_floor  # figures other than 0, to be read off the page
+    assert float(row[f"metrics.`{prefix}.saving`"]) == pytest.approx(fleet.saving_fraction, abs=1e-3)
+    assert float(row[f"metrics.`{prefix}.noise_floor`"]) == pytest.approx(fleet.noise_floor, abs=1e-3)
+    assert float(row[f"metrics.`{prefix}.coverage`"]) == pytest.approx(verdict.coverage)
+    assert float(row[f"metrics.`{prefix}.entry_gate`"]) == float(verdict.passed)
+    assert row["tags.`fingerprint.engine_version`"] == plan.fingerprint.engine_version
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium)")
 def test_cell_runs_listed_with_acceptance_and_latency_columns(
         tracking: Tracking, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     write_config(tmp_path)
     plan = plan_sweep(tmp_path / "sweep.yaml", None, tmp_path / "results")
-    cells = [store_cell(plan.store, plan.config, ident, key, records(gap_ms=5)) for key, ident in plan.cells.items()]
+    cells = [store_cell(plan.store, plan.config, ident, key, _records(ident)) for key, ident in plan.cells.items()]
     uri = tracking.uri
     parent = open_sweep_run(uri, plan.config, plan.sweep_id, plan.fingerprint)
     assert log_cell_runs(uri, parent, cells, plan.store, plan.fingerprint.digest) == len(cells)
@@ -103,6 +151,8 @@ def test_cell_runs_listed_with_acceptance_and_latency_columns(
             cell.itl_per_chunk_ms.p95.value if cell.itl_per_chunk_ms.p95 else 0)
         spec = cell.spec_decode
         assert shown["metrics.`acceptance_rate`"] == (f"{spec.acceptance_rate:g}" if spec else "-")
+
+    _parent_run_shows_the_verdict_at_the_mix(client, plan, parent, uri, tmp_path)
 
     app = typer.Typer()
     app.command()(report)

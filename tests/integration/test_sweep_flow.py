@@ -18,6 +18,7 @@ from cli.sweep import revalidate
 from flows.revalidate import EVENT, revalidate_flow
 from specfleet.quality_gates import QualityProbe
 from specfleet.summary import SweepSummary
+from tasks.report.headline import MIX_TITLE
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,
     CELLS,
@@ -66,6 +67,26 @@ def test_tables_on_the_parent_run_and_in_the_results_dir(reference: ReferenceSwe
     out = reference.store.dir
     assert (out / "summary.json").is_file() and "## Negative-result cells" in (out / "summary.md").read_text()
     assert "Cost per million SLO-qualified tokens" in reference.output
+
+
+def test_the_verdict_at_the_mix_comes_first_and_is_on_the_parent_run(reference: ReferenceSweep) -> None:
+    summary = SweepSummary.model_validate_json((reference.store.dir / "summary.json").read_text())
+    assert summary.mix, summary.notes
+    printed = reference.output
+    assert printed.index(MIX_TITLE) < printed.index("Decisions (") < printed.index("Equivalence and quality gates")
+    assert all(v.headline in printed for v in summary.mix)
+    assert (reference.store.dir / "summary.md").read_text().index(MIX_TITLE) < \
+        (reference.store.dir / "summary.md").read_text().index("## Cost per million SLO-qualified tokens and decisions")
+    client = MlflowClient(reference.tracking.uri)
+    parent = reference.runs("sweep")[0]
+    assert client.get_experiment(parent.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    logged = parent.data.metrics
+    for verdict in summary.mix:
+        prefix = f"mix.{verdict.name}.{verdict.sampling}"
+        assert logged[f"{prefix}.coverage"] == pytest.approx(verdict.coverage)
+        assert logged[f"{prefix}.entry_gate"] == float(verdict.passed)
+        assert logged.get(f"{prefix}.saving") == (None if verdict.fleet.saving_fraction is None
+                                                  else pytest.approx(verdict.fleet.saving_fraction))
     assert f"MLflow UI: open {reference.tracking.uri}" in reference.output
     table, markdown = Artifact.get(f"{EXPERIMENT}-cost-table"), Artifact.get(f"{EXPERIMENT}-sweep-summary")
     assert table is not None and table.type == "table" and markdown is not None and markdown.type == "markdown"

@@ -1,5 +1,6 @@
 """The verdict at the traffic mix against hand-computed cases, and the traffic block's errors."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from specfleet.stats.quality import GateResult
 from specfleet.traffic import TrafficMix, cell_token_shares, effective_mix
 
 ROOT = Path(__file__).resolve().parents[3]
-DEMO = (ROOT / "configs" / "demo-cpu.yaml").read_text()
+DEMO_WITH_TRAFFIC = (ROOT / "configs" / "demo-cpu.yaml").read_text()
+DEMO = re.sub(r"\ntraffic:\n(  .*\n)+", "\n", DEMO_WITH_TRAFFIC)  # the tests add their own block
 PASS = [GateResult(gate="greedy_exact_match", passed=True, detail="6/6")]
 QUALITY = GateResult(gate="quality", passed=True, detail="same scores")
 USD_PER_REPLICA_HOUR = 1.0  # demo hardware: 1 accelerator per replica at 1 USD per hour
@@ -85,7 +87,7 @@ def test_two_classes_two_loads_by_hand() -> None:
     assert verdict.per_class["code"].pessimistic_saving_fraction == pytest.approx(1 - 10 / 13)
     assert verdict.per_class["chat"].pessimistic_saving_fraction == pytest.approx(1 - 7 / 8)
     assert verdict.coverage == 1.0 and verdict.passed
-    assert verdict.headline.startswith("draft-k2 / greedy: passes the entry gate: saving +30.0% [+10.0%, +50.0%]")
+    assert verdict.headline.startswith("draft-k2 / greedy: entry gate passed: saving +30.0% [+10.0%, +50.0%]")
     assert "2 of 2 classes" in verdict.checks[2].detail  # fewer than three classes: every class
 
 
@@ -131,7 +133,7 @@ def test_partial_coverage_names_cells_and_is_never_filled_in() -> None:
     left_out = {(c.prompt_class, c.load_value): c.reason for c in verdict.cells if not c.measured}
     assert left_out == {("chat", 1.0): "unusable: no usable candidate cell", ("chat", 4.0): "not measured"}
     assert verdict.coverage == pytest.approx(0.5)
-    assert verdict.headline.startswith("PARTIAL: covers 50.0% of the traffic mix; draft-k2 / greedy:")
+    assert verdict.headline.startswith("PARTIAL (covers 50.0% of the mix): draft-k2 / greedy:")
     # Only the code cells count: exactly the code class alone.
     assert verdict.fleet.candidate_replicas == verdict.per_class["code"].candidate_replicas == 8
     assert verdict.per_class["chat"].saving_fraction is None
@@ -155,7 +157,7 @@ def test_two_of_three_classes_fails_the_class_check_alone() -> None:
     checks = {c.name: c for c in verdict.checks}
     assert checks["saving_beyond_noise"].passed and checks["production_load_distribution"].passed
     assert not checks["prompt_classes"].passed
-    assert checks["prompt_classes"].detail == "2 of 3 classes save beyond noise (code, extraction); 3 required"
+    assert checks["prompt_classes"].detail == "2 of 3 classes beyond noise (code, extraction), 3 required"
 
 
 def test_a_cell_without_qualified_tokens_stops_the_mix_instead_of_being_dropped() -> None:
@@ -195,10 +197,38 @@ def test_without_traffic_block_the_default_mix_says_so() -> None:
     assert mix.default and mix.share_basis == "tokens"
     assert mix.class_shares == pytest.approx({"code": 1 / 3, "extraction": 1 / 3, "chat": 1 / 3})
     assert mix.load_shares == {1.0: 0.5, 4.0: 0.5}
-    verdicts = mix_verdicts([], cfg)
+    verdicts = mix_verdicts([], [], cfg)
     assert [v.subject for v in verdicts] == ["draft-k2", "draft-k4", "ngram-k3"]
-    assert verdicts[0].headline.startswith("PARTIAL: covers 0.0% of the traffic mix;")
-    assert verdicts[0].headline.endswith(f"({mix.note})")
+    assert verdicts[0].headline.startswith("PARTIAL (covers 0.0% of the mix): ")
+    assert verdicts[0].headline.endswith("(default mix: no traffic block)")
+
+
+def test_a_gate_that_rejects_a_measured_cell_makes_the_verdict_not_adoptable() -> None:
+    cfg = config(HAND)
+    decisions = hand_decisions(cfg)
+    where, comparison = decisions[0].slice, decisions[0].comparison
+    assert comparison is not None
+    failed = GateResult(gate="stochastic_distribution", passed=False, detail="distributions differ")
+    decisions[0] = decide(where, comparison, cfg.hardware, 0.02, "test", [*PASS, failed], QUALITY)
+    verdict = arm_mix_verdict(decisions, cfg, "draft-k2", "greedy")
+    assert verdict.passed and not verdict.adoptable  # the entry gate weighs cost alone
+    assert verdict.other_gates.detail == "1 of 4 measured cells rejected by gate_failed"
+    assert [c.blocked_by for c in verdict.cells] == ["gate_failed", None, None, None]
+    assert "entry gate passed, other gates FAILED: not adoptable" in verdict.headline
+    assert arm_mix_verdict(hand_decisions(cfg), cfg, "draft-k2", "greedy").adoptable
+
+
+def test_mix_verdicts_add_each_arm_specs_all_class_k_policy() -> None:
+    from specfleet.kpolicy import k_policy_reports
+
+    cfg = config(HAND)
+    decisions = hand_decisions(cfg)
+    policies = k_policy_reports(decisions, [], cfg)
+    verdicts = mix_verdicts(decisions, policies, cfg)
+    policy = [v for v in verdicts if "k policy" in v.subject]
+    assert [v.subject for v in policy] == ["draft k policy (c1: k=2, c4: k=0)"]
+    assert [(c.prompt_class, c.load_value, c.k) for c in policy[0].cells] == [
+        ("code", 1.0, 2), ("code", 4.0, 0), ("chat", 1.0, 2), ("chat", 4.0, 0)]
 
 
 def test_request_shares_become_token_shares_by_tokens_per_request() -> None:
@@ -232,6 +262,14 @@ def _error(text: str) -> str:
 ])
 def test_a_bad_traffic_block_names_the_field(block: str, expected: str) -> None:
     assert expected in _error(block)
+
+
+def test_the_demo_and_the_h200_config_carry_an_illustrative_traffic_block() -> None:
+    assert "traffic:" not in DEMO
+    for name in ("demo-cpu.yaml", "llama70b-h200.yaml"):
+        text = (ROOT / "configs" / name).read_text()
+        assert "ILLUSTRATIVE traffic mix" in text
+        assert not effective_mix(parse_sweep_config(text, name)).default
 
 
 def test_shares_within_tolerance_validate() -> None:

@@ -203,6 +203,12 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
                  f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped"):
         assert text in markdown, text
+    # the report opens with the verdict at the traffic mix, each arm's and the k policy's
+    assert markdown.index("## Verdict at the traffic mix") < markdown.index("## Decision per prompt class")
+    assert html.index('<section id="mix">') < html.index('<section id="decision">')
+    summary = SweepSummary.model_validate_json((sweeps.first.store.dir / "summary.json").read_text())
+    assert summary.mix and all(f"**{v.headline}**" in markdown for v in summary.mix)
+    assert any(v.name == "draft-k-policy" for v in summary.mix)
 
 
 def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:

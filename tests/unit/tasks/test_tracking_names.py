@@ -5,6 +5,7 @@ gates' figures per arm, class and sampling mode."""
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from specfleet.contract import CellIdentity
 from specfleet.fingerprint import Fingerprint
@@ -97,3 +98,25 @@ def test_quality_metrics_per_arm_class_and_sampling_and_a_tag_where_the_gate_did
     assert metrics[prefix + "items"] == 3.0 and metrics[prefix + "passed"] == 0.0
     assert metrics[prefix + "difference_low"] <= metrics[prefix + "difference"] <= metrics[prefix + "difference_high"]
     assert quality_tags([ran, not_run]) == {"quality.draft-k2.chat.greedy.not_run": "no scored set"}
+
+
+def test_mix_metrics_per_arm_and_policy_and_absent_when_no_figure() -> None:
+    from specfleet.mix_verdict import arm_mix_verdict, policy_mix_verdict
+    from tasks.tracking.names import mix_metrics
+    from tests.unit.specfleet.test_mix_verdict import HAND, config, hand_decisions
+
+    cfg = config(HAND)
+    arm = arm_mix_verdict(hand_decisions(cfg), cfg, "draft-k2", "greedy")
+    empty = policy_mix_verdict([], cfg, "draft", {1.0: 2, 4.0: 0}, "greedy")
+    logged = mix_metrics([arm, empty])
+    assert logged["mix.draft-k2.greedy.saving"] == arm.fleet.saving_fraction == pytest.approx(0.3)
+    assert (logged["mix.draft-k2.greedy.saving_low"], logged["mix.draft-k2.greedy.saving_high"]) == (
+        arm.fleet.pessimistic_saving_fraction, arm.fleet.optimistic_saving_fraction)
+    assert logged["mix.draft-k2.greedy.entry_gate"] == 1.0 and logged["mix.draft-k2.greedy.adoptable"] == 1.0
+    replicas = (logged["mix.draft-k2.greedy.baseline_replicas"], logged["mix.draft-k2.greedy.candidate_replicas"])
+    assert replicas == (10, 7)
+    # nothing measured: coverage 0 and the gate's 0, never a made-up saving or noise floor
+    assert {k for k in logged if k.startswith("mix.draft-k-policy.")} == {
+        "mix.draft-k-policy.greedy.coverage", "mix.draft-k-policy.greedy.entry_gate",
+        "mix.draft-k-policy.greedy.adoptable"}
+    assert logged["mix.draft-k-policy.greedy.coverage"] == 0.0

@@ -1,0 +1,155 @@
+"""What a sweep says first, as text: the verdict at the traffic mix (``MixVerdict``), and the
+cell decisions and gates grouped so that cells sharing a verdict and reason read as one line.
+The CLI, ``summary.md`` and the report all open with these; per-cell detail stays below them
+(the cost table, the negative-result cells) and in ``summary.json``."""
+
+from collections.abc import Mapping, Sequence
+
+from specfleet.decisions import Decision
+from specfleet.mix_verdict import GateCheck, MixCell, MixFigures, MixVerdict
+from specfleet.quality_gates import QualityCheck
+from specfleet.stats.quality import GateResult
+from specfleet.traffic import TrafficMix
+from tasks.report import fmt
+from tasks.report.tables import Column, gate_line, markdown_table
+from tasks.report.views import load_label
+
+MIX_TITLE = "Verdict at the traffic mix (cost per million SLO-qualified tokens on whole replicas)"
+ClassFigures = tuple[MixVerdict, str, MixFigures]
+"""One prompt class of a verdict alone at the load shares: (verdict, class, its figures)."""
+
+
+def _pair(base: float | int | None, candidate: float | int | None, spec: str) -> str:
+    return f"{fmt.num(base, spec)} → {fmt.num(candidate, spec)}"
+
+
+def _saving(f: MixFigures) -> str:
+    if f.saving_fraction is None:
+        return f"{fmt.NA} ({f.reason})"
+    interval = fmt.saving_range(f.pessimistic_saving_fraction, f.optimistic_saving_fraction)
+    return f"{fmt.pct(f.saving_fraction)} {interval}"
+
+
+def _gate(v: MixVerdict) -> str:
+    failed = [c.name for c in v.checks if not c.passed]
+    return "passed" if not failed else f"FAILED ({', '.join(failed)})"
+
+
+MIX_COLUMNS: list[Column[MixVerdict]] = [
+    ("arm or k policy", lambda v: v.subject), ("sampling", lambda v: v.sampling),
+    ("covers", lambda v: fmt.pct(v.coverage, signed=False)),
+    ("replicas base → spec", lambda v: _pair(v.fleet.baseline_replicas, v.fleet.candidate_replicas, "d")),
+    ("$/M base → spec", lambda v: _pair(v.fleet.baseline_cost_per_million_usd,
+                                        v.fleet.candidate_cost_per_million_usd, ",.2f")),
+    ("saving [interval]", lambda v: _saving(v.fleet)), ("noise", lambda v: fmt.num(v.fleet.noise_floor, ".1%")),
+    ("entry gate", _gate), ("other gates", lambda v: "passed" if v.other_gates.passed else "FAILED"),
+]
+MIX_CLASS_COLUMNS: list[Column[ClassFigures]] = [
+    ("arm or k policy", lambda r: r[0].subject), ("sampling", lambda r: r[0].sampling), ("class", lambda r: r[1]),
+    ("covers", lambda r: fmt.pct(r[2].covered_share, signed=False)),
+    ("replicas base → spec", lambda r: _pair(r[2].baseline_replicas, r[2].candidate_replicas, "d")),
+    ("saving [interval]", lambda r: _saving(r[2])), ("noise", lambda r: fmt.num(r[2].noise_floor, ".1%")),
+    ("beyond noise", lambda r: "yes" if r[2].beyond_noise else "no"),
+]
+
+
+def class_figures(verdicts: Sequence[MixVerdict]) -> list[ClassFigures]:
+    return [(v, name, figures) for v in verdicts for name, figures in v.per_class.items()]
+
+
+def mix_description(mix: TrafficMix) -> str:
+    """``code 50%, chat 50% of tokens; c1 25%, c4 75%: <where the shares come from>``."""
+    classes = ", ".join(f"{name} {share:.0%}" for name, share in mix.class_shares.items())
+    loads = ", ".join(f"{load_label(mix.load_mode, load)} {share:.0%}" for load, share in mix.load_shares.items())
+    return f"{classes} of {mix.share_basis}; {loads}: {mix.note}"
+
+
+def _check(check: GateCheck) -> str:
+    """A load check that passed needs no detail (every load has a cell); the others always show theirs."""
+    state = "passed" if check.passed else "FAILED"
+    quiet = check.passed and check.name == "production_load_distribution"
+    return f"{check.name} {state}" if quiet else f"{check.name} {state} ({check.detail})"
+
+
+def _left_out(mix: TrafficMix, cells: Sequence[MixCell]) -> str:
+    return "; ".join(f"{c.prompt_class} {load_label(mix.load_mode, c.load_value)} ({c.reason})"
+                     for c in cells if not c.measured)
+
+
+def mix_verdict_lines(verdict: MixVerdict, left_out: bool = True) -> list[str]:
+    """The headline (partial coverage first), the entry gate's three checks, the other gates,
+    and (``left_out``) the cells of the mix the verdict leaves out, each named with why."""
+    lines = [verdict.headline, "  entry gate: " + "; ".join(_check(c) for c in verdict.checks),
+             "  " + _check(verdict.other_gates)]
+    missing = _left_out(verdict.mix, verdict.cells)
+    return lines + ([f"  left out of the verdict: {missing}"] if missing and left_out else [])
+
+
+def mix_lines(verdicts: Sequence[MixVerdict]) -> list[str]:
+    """The mix once, the cells every verdict leaves out once when they are the same, then each
+    verdict; nothing when no verdict was formed (the notes say why)."""
+    if not verdicts:
+        return []
+    missing = {_left_out(v.mix, v.cells) for v in verdicts}
+    shared = missing.pop() if len(missing) == 1 else None
+    lines = [f"traffic mix: {mix_description(verdicts[0].mix)}"]
+    lines += [f"left out of every verdict: {shared}"] if shared else []
+    return lines + [line for v in verdicts for line in mix_verdict_lines(v, left_out=shared is None)]
+
+
+def _cells_label(decisions: Sequence[Decision]) -> str:
+    """The cells of a group by arm: ``draft-k2, ngram-k3: code, chat at c1, c4`` when each arm's
+    cells are all its classes at all its loads, else each cell named."""
+    by_arm: dict[str, list[Decision]] = {}
+    for d in decisions:
+        by_arm.setdefault(d.slice.arm, []).append(d)
+    shapes: dict[str, list[str]] = {}
+    for arm, ds in by_arm.items():
+        classes = list(dict.fromkeys(d.slice.prompt_class for d in ds))
+        loads = list(dict.fromkeys(load_label(d.slice.load_mode, d.slice.load_value) for d in ds))
+        shape = (f"{', '.join(classes)} at {', '.join(loads)}" if len(classes) * len(loads) == len(ds)
+                 else ", ".join(f"{d.slice.prompt_class} {load_label(d.slice.load_mode, d.slice.load_value)}"
+                                for d in ds))
+        shapes.setdefault(shape, []).append(arm)
+    return "; ".join(f"{', '.join(arms)}: {shape}" for shape, arms in shapes.items())
+
+
+def grouped_decision_lines(decisions: Sequence[Decision]) -> list[str]:
+    """One line per (verdict, reason code): the count, the cells, and the reason when every cell
+    of the group gives the same one (else the reason code; each cell's figures are in the report)."""
+    groups: dict[tuple[str, str], list[Decision]] = {}
+    for d in decisions:
+        groups.setdefault((d.verdict, d.reason_code), []).append(d)
+    lines = []
+    for (verdict, code), ds in groups.items():
+        reasons = {d.reason for d in ds}
+        reason = reasons.pop() if len(reasons) == 1 else f"{code} (figures differ per cell: see the report)"
+        count = f"{len(ds)} cell{'s' if len(ds) != 1 else ''}"
+        lines.append(f"{verdict} {count} ({_cells_label(ds)}): {reason}")
+    return lines
+
+
+def grouped_gate_lines(equivalence: Mapping[str, Sequence[GateResult]], quality: Sequence[QualityCheck]) -> list[str]:
+    """Every gate of every speculative arm, the arms that share a result on one line."""
+    results = [*((arm, g) for arm, gates in equivalence.items() for g in gates), *((q.arm, q.gate()) for q in quality)]
+    arms_by_text: dict[str, list[str]] = {}
+    for arm, gate in results:
+        text = gate_line(arm, gate).removeprefix(f"{arm}: ")
+        arms_by_text.setdefault(text, []).append(arm)
+    return [f"{', '.join(dict.fromkeys(arms))}: {text}" for text, arms in arms_by_text.items()]
+
+
+def mix_markdown(verdicts: Sequence[MixVerdict], per_class: bool = False) -> str:
+    """The first section of ``summary.md`` and of the report: the mix, each verdict's lines, the
+    figures as a table (and each class alone at the load shares when ``per_class``)."""
+    if not verdicts:
+        return f"## {MIX_TITLE}\n\n{fmt.NA}: no verdict at the traffic mix (the notes say why).\n"
+    lines = [f"## {MIX_TITLE}", "", f"Traffic mix: {mix_description(verdicts[0].mix)}.", ""]
+    for v in verdicts:
+        first, *rest = mix_verdict_lines(v)
+        lines += [f"- **{first}**", *(f"  - {line.strip()}" for line in rest)]
+    parts = ["\n".join(lines) + "\n\n", markdown_table(verdicts, MIX_COLUMNS)]
+    if per_class:
+        parts += ["\nEach prompt class alone at the load shares:\n\n", markdown_table(class_figures(verdicts),
+                                                                                   MIX_CLASS_COLUMNS)]
+    return "".join(parts)

@@ -25,6 +25,11 @@ def test_shipped_configs_exit_0(name: str) -> None:
         ("requests_per_cell", "requests_per_cel", "load.requests_per_cel"),
         ("concurrency: [1, 4]", "concurrency: [-1, 4]", "load.concurrency[0]"),
         ("k: [2, 4]", 'k: [2, "x"]', "arms[1].k[1]"),
+        ("{code: 0.5, extraction: 0.2, chat: 0.3}", "{code: 0.5, extraction: 0.2, chat: 0.2}",
+         "traffic: prompt_classes: shares sum to 0.9"),
+        ("concurrency: {1: 0.3, 4: 0.7}", "concurrency: {1: 0.3, 16: 0.7}", "traffic: concurrency.16: not a load"),
+        ("{code: 0.5, extraction: 0.2, chat: 0.3}", "{code: 0.5, extraction: -0.2, chat: 0.7}",
+         "traffic.prompt_classes.extraction"),
     ],
 )
 def test_bad_config_exits_2_naming_the_field(tmp_path: Path, old: str, new: str, field: str) -> None:

@@ -278,11 +278,13 @@ def _check_classes(per_class: Mapping[str, MixFigures]) -> GateCheck:
 def _check_other_gates(cells: Sequence[MixCell]) -> GateCheck:
     """No measured cell of the mix was rejected by the SLO or a gate (its decision's reason code)."""
     measured = [c for c in cells if c.measured]
+    if not measured:
+        return GateCheck(name="other_gates", passed=False, detail="no measured cell")
     blocked = [c for c in measured if c.blocked_by]
     codes = sorted({c.blocked_by for c in blocked if c.blocked_by})
     detail = (f"{len(blocked)} of {len(measured)} measured cells rejected by {', '.join(codes)}" if blocked
               else f"SLO and gates pass at all {len(measured)} measured cells")
-    return GateCheck(name="other_gates", passed=not blocked and bool(measured), detail=detail)
+    return GateCheck(name="other_gates", passed=not blocked, detail=detail)
 
 
 def _verdict(name: str, subject: str, sampling: str, config: SweepConfig, mix: TrafficMix,

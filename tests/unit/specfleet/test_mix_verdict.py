@@ -201,6 +201,7 @@ def test_without_traffic_block_the_default_mix_says_so() -> None:
     assert [v.subject for v in verdicts] == ["draft-k2", "draft-k4", "ngram-k3"]
     assert verdicts[0].headline.startswith("PARTIAL (covers 0.0% of the mix): ")
     assert verdicts[0].headline.endswith("(default mix: no traffic block)")
+    assert verdicts[0].other_gates.detail == "no measured cell" and not verdicts[0].other_gates.passed
 
 
 def test_a_gate_that_rejects_a_measured_cell_makes_the_verdict_not_adoptable() -> None:

@@ -3,6 +3,7 @@ cell decisions and gates grouped so that cells sharing a verdict and reason read
 The CLI, ``summary.md`` and the report all open with these; per-cell detail stays below them
 (the cost table, the negative-result cells) and in ``summary.json``."""
 
+import os
 from collections.abc import Mapping, Sequence
 
 from specfleet.decisions import Decision
@@ -114,6 +115,14 @@ def _cells_label(decisions: Sequence[Decision]) -> str:
     return "; ".join(f"{', '.join(arms)}: {shape}" for shape, arms in shapes.items())
 
 
+def _shared_reason(code: str, reasons: list[str]) -> str:
+    """What differing reasons share up to their last common ``: `` clause, then the code."""
+    common = os.path.commonprefix(reasons)
+    clause = common[:common.rfind(": ") + 2] if ": " in common else ""
+    return f"{clause}... ({code}; figures differ per cell: see the report)" if clause else \
+        f"{code} (figures differ per cell: see the report)"
+
+
 def grouped_decision_lines(decisions: Sequence[Decision]) -> list[str]:
     """One line per (verdict, reason code): the count, the cells, and the reason when every cell
     of the group gives the same one (else the reason code; each cell's figures are in the report)."""
@@ -123,7 +132,7 @@ def grouped_decision_lines(decisions: Sequence[Decision]) -> list[str]:
     lines = []
     for (verdict, code), ds in groups.items():
         reasons = {d.reason for d in ds}
-        reason = reasons.pop() if len(reasons) == 1 else f"{code} (figures differ per cell: see the report)"
+        reason = reasons.pop() if len(reasons) == 1 else _shared_reason(code, sorted(reasons))
         count = f"{len(ds)} cell{'s' if len(ds) != 1 else ''}"
         lines.append(f"{verdict} {count} ({_cells_label(ds)}): {reason}")
     return lines

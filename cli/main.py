@@ -74,8 +74,10 @@ def _mount() -> None:
     from cli.measure import measure
     from cli.report import report
     from cli.sweep import demo, revalidate, sweep, sync
+    from cli.traffic import traffic
 
     app.command()(measure)
+    app.command()(traffic)
     app.command()(sweep)
     app.command()(revalidate)
     app.command()(sync)

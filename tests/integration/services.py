@@ -1,9 +1,10 @@
-"""Real services the integration tests start on loopback (MLflow, Prefect; SeaweedFS S3 in s3_server.py): each
-runs in its own process group with its output in a log file, is waited on until it answers,
-and is stopped (SIGTERM, then SIGKILL) however the test ends."""
+"""Real services the integration tests start on loopback (MLflow, Prefect, Prometheus; SeaweedFS S3 in
+s3_server.py): each runs in its own process group with its output in a log file, is waited on until it
+answers, and is stopped (SIGTERM, then SIGKILL) however the test ends."""
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import yaml
 
 from tasks.engine.ports import free_port
 from tasks.engine.server import log_tail
@@ -112,3 +114,35 @@ def mlflow_server(root: Path, artifacts: str, env: Mapping[str, str] | None = No
         uri = f"http://127.0.0.1:{port}"
         wait_until_ready(answers_http(f"{uri}/health"), process, log, "mlflow server")
         yield uri
+
+
+@contextlib.contextmanager
+def prometheus_server(root: Path, target: str, scrape_interval: str = "500ms") -> Iterator[str]:
+    """A real ``prometheus`` (Debian's package, ``make prometheus``) on loopback scraping ``target``'s
+    /metrics every ``scrape_interval`` into ``root``; yields its URL once its first scrape is up."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise RuntimeError("prometheus is missing: apt-get install -y prometheus (make test installs it)")
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval},
+        "scrape_configs": [{"job_name": "vllm", "static_configs": [{"targets": [target]}]}],
+    }))
+    port = free_port()
+    argv = [binary, f"--config.file={config}", f"--storage.tsdb.path={root / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}"]
+    log = root / "prometheus.log"
+    with service(argv, log, cwd=root) as process:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_ready(answers_http(f"{url}/-/ready"), process, log, "prometheus")
+        wait_until_ready(lambda: _scrapes_up(url), process, log, f"prometheus's scrape of {target}")
+        yield url
+
+
+def _scrapes_up(url: str) -> bool:
+    try:
+        targets = httpx.get(f"{url}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return False
+    return bool(targets) and all(t["health"] == "up" for t in targets)

@@ -1,0 +1,1 @@
+"""A production server as Prometheus sees it: the HTTP API client and what is read through it."""

@@ -1,0 +1,107 @@
+"""`specfleet traffic` against a real Prometheus scraping a real vLLM CPU server: a known load
+pattern, driven by the project's own closed-loop client, comes back as token-weighted shares.
+
+Concurrency 1 for 30 requests, then 4 for 120, 64 output tokens per request on average: about a
+fifth of the tokens at 1 and four fifths at 4, in about as much time at each (the server serves
+about 3.6 times the tokens per second at 4). Between two requests the gauge reads below the
+concurrency driven; the config's levels (1 and 4) take a 3 to 4, as they would a production
+server's readings. Requests of one length would finish together at 4 and start again together,
+so the gauge would dip to 0 at every turn, as no production server's does: the output lengths
+vary (40 to 88 tokens), so the four requests in flight drift apart.
+"""
+
+import asyncio
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cli.main import app
+from specfleet.contract import SamplingSpec, TrafficSpec
+from specfleet.contract.traffic import check_traffic
+from tasks.arm.lifecycle import SERVED_MODEL_NAME
+from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
+from tasks.plan.config import load_sweep_config
+from tasks.plan.prompt_sets import resolve_prompts
+from tests.integration.idle_servers import SERVER_CONFIG, IdleServers
+from tests.integration.services import prometheus_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+
+PHASES = ((1, 30), (4, 120))
+"""(concurrency, requests), one after the other."""
+OUTPUT_TOKENS = (40, 56, 72, 88)
+"""Output tokens of the prompts in turn (``ignore_eos``: exactly these)."""
+TOLERANCE = 0.1
+SCRAPE_WAIT_S = 30.0
+
+
+def _config(path: Path) -> Path:
+    """The test servers' config with load.concurrency [1, 4]: the levels the estimate snaps to."""
+    data = yaml.safe_load(SERVER_CONFIG)
+    data["load"]["concurrency"] = [level for level, _ in PHASES]
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _wait_for_a_scrape_after(url: str, time_s: float) -> None:
+    """Until Prometheus holds a sample of the gauge taken after ``time_s``."""
+    deadline = time.monotonic() + SCRAPE_WAIT_S
+    while time.monotonic() < deadline:
+        result = httpx.get(f"{url}/api/v1/query", params={"query": "max(timestamp(vllm:num_requests_running))"},
+                           timeout=5).json()["data"]["result"]
+        if result and float(result[0]["value"][1]) > time_s:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Prometheus took no sample after the load within {SCRAPE_WAIT_S:g} s")
+
+
+def test_a_known_load_pattern_comes_back_as_token_shares(idle_server: IdleServers, tmp_path: Path) -> None:
+    server = idle_server("baseline")
+    config = _config(tmp_path / "sweep.yaml")
+    endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME)
+    settings = RequestSettings(route="completions", max_tokens=max(OUTPUT_TOKENS), ignore_eos=True,
+                               sampling=SamplingSpec(), timeout_s=120.0)
+    prompts = [replace(item, max_tokens=OUTPUT_TOKENS[i % len(OUTPUT_TOKENS)])
+               for i, item in enumerate(resolve_prompts("code"))]
+    tokens: dict[int, int] = {}
+    seconds: dict[int, float] = {}
+    runner = CliRunner()
+    with prometheus_server(tmp_path / "prometheus", f"127.0.0.1:{server.port}") as url:
+        for concurrency, requests in PHASES:
+            started = time.monotonic()
+            load = asyncio.run(run_load(endpoint, prompts, settings, ClosedLoop(concurrency),
+                                        requests=requests, warmup_requests=0))
+            seconds[concurrency] = time.monotonic() - started
+            assert all(record.ok for record in load.records)
+            tokens[concurrency] = sum(record.usage_completion_tokens or 0 for record in load.records)
+        _wait_for_a_scrape_after(url, time.time())
+        args = ["traffic", "--prometheus", url, "--since", "5m", "--config", str(config)]
+        as_json = runner.invoke(app, [*args, "--json"])
+        as_block = runner.invoke(app, args)
+    assert as_json.exit_code == 0, as_json.output
+    assert as_block.exit_code == 0, as_block.output
+    found = json.loads(as_json.stdout)
+    expected = {str(level): n / sum(tokens.values()) for level, n in tokens.items()}
+    print(f"driven: {tokens} tokens in {seconds} s; expected token shares {expected}; found "
+          f"{found['concurrency']}, time shares {found['time_shares']}; notes {found['notes']}", file=sys.stderr)
+    assert set(found["concurrency"]) == set(expected) == set(found["time_shares"])
+    for level, share in expected.items():
+        assert found["concurrency"][level] == pytest.approx(share, abs=TOLERANCE), level
+    # Each second at 4 served more tokens than a second at 1: 4 holds more of the tokens than of the time.
+    assert found["time_shares"]["4"] < found["concurrency"]["4"]
+    assert found["time_shares"]["1"] > found["concurrency"]["1"]
+    assert found["model"] == SERVED_MODEL_NAME and found["step_s"] == 1 and found["window_s"] == 300
+    requests = sum(n for _, n in PHASES)
+    assert found["mean_generation_tokens"] == pytest.approx(sum(tokens.values()) / requests, rel=0.05)
+    assert found["mean_prompt_tokens"] is not None and found["mean_prompt_tokens"] > 0
+    sweep = load_sweep_config(config)
+    spec = TrafficSpec.model_validate(yaml.safe_load(as_block.stdout)["traffic"])
+    check_traffic(spec, sweep.prompt_classes, sweep.load)
+    assert "placeholders" in as_block.stderr + as_block.stdout

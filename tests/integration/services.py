@@ -117,17 +117,25 @@ def mlflow_server(root: Path, artifacts: str, env: Mapping[str, str] | None = No
 
 
 @contextlib.contextmanager
-def prometheus_server(root: Path, target: str, scrape_interval: str = "500ms") -> Iterator[str]:
+def prometheus_server(root: Path, target: str | None, scrape_interval: str = "500ms",
+                      copy_as_model: str | None = None) -> Iterator[str]:
     """A real ``prometheus`` (Debian's package, ``make prometheus``) on loopback scraping ``target``'s
-    /metrics every ``scrape_interval`` into ``root``; yields its URL once its first scrape is up."""
+    /metrics every ``scrape_interval`` into ``root`` (nothing when None); yields its URL once its
+    first scrape is up. ``copy_as_model``: a second job scrapes the same target with its
+    ``model_name`` label rewritten to that name, so Prometheus holds two models' series."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("prometheus is missing: apt-get install -y prometheus (make test installs it)")
     root.mkdir(parents=True, exist_ok=True)
     config = root / "prometheus.yml"
+    jobs = [] if target is None else [{"job_name": "vllm", "static_configs": [{"targets": [target]}]}]
+    if target is not None and copy_as_model is not None:
+        jobs.append({"job_name": "vllm-copy", "static_configs": [{"targets": [target]}],
+                     "metric_relabel_configs": [{"source_labels": ["model_name"], "regex": "(.+)",
+                                                 "target_label": "model_name", "replacement": copy_as_model}]})
     config.write_text(yaml.safe_dump({
         "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval},
-        "scrape_configs": [{"job_name": "vllm", "static_configs": [{"targets": [target]}]}],
+        "scrape_configs": jobs,
     }))
     port = free_port()
     argv = [binary, f"--config.file={config}", f"--storage.tsdb.path={root / 'tsdb'}",
@@ -136,7 +144,8 @@ def prometheus_server(root: Path, target: str, scrape_interval: str = "500ms") -
     with service(argv, log, cwd=root) as process:
         url = f"http://127.0.0.1:{port}"
         wait_until_ready(answers_http(f"{url}/-/ready"), process, log, "prometheus")
-        wait_until_ready(lambda: _scrapes_up(url), process, log, f"prometheus's scrape of {target}")
+        if target is not None:
+            wait_until_ready(lambda: _scrapes_up(url), process, log, f"prometheus's scrape of {target}")
         yield url
 
 

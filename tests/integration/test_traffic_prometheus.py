@@ -39,6 +39,7 @@ PHASES = ((1, 30), (4, 120))
 OUTPUT_TOKENS = (40, 56, 72, 88)
 """Output tokens of the prompts in turn (``ignore_eos``: exactly these)."""
 TOLERANCE = 0.1
+COPY = "copy-of-the-served-model"
 SCRAPE_WAIT_S = 30.0
 
 
@@ -73,7 +74,7 @@ def test_a_known_load_pattern_comes_back_as_token_shares(idle_server: IdleServer
     tokens: dict[int, int] = {}
     seconds: dict[int, float] = {}
     runner = CliRunner()
-    with prometheus_server(tmp_path / "prometheus", f"127.0.0.1:{server.port}") as url:
+    with prometheus_server(tmp_path / "prometheus", f"127.0.0.1:{server.port}", copy_as_model=COPY) as url:
         for concurrency, requests in PHASES:
             started = time.monotonic()
             load = asyncio.run(run_load(endpoint, prompts, settings, ClosedLoop(concurrency),
@@ -83,8 +84,9 @@ def test_a_known_load_pattern_comes_back_as_token_shares(idle_server: IdleServer
             tokens[concurrency] = sum(record.usage_completion_tokens or 0 for record in load.records)
         _wait_for_a_scrape_after(url, time.time())
         args = ["traffic", "--prometheus", url, "--since", "5m", "--config", str(config)]
-        as_json = runner.invoke(app, [*args, "--json"])
-        as_block = runner.invoke(app, args)
+        as_json = runner.invoke(app, [*args, "--model", SERVED_MODEL_NAME, "--json"])
+        as_block = runner.invoke(app, [*args, "--model", SERVED_MODEL_NAME])
+        several, unknown = runner.invoke(app, args), runner.invoke(app, [*args, "--model", "mistral"])
     assert as_json.exit_code == 0, as_json.output
     assert as_block.exit_code == 0, as_block.output
     found = json.loads(as_json.stdout)
@@ -105,3 +107,21 @@ def test_a_known_load_pattern_comes_back_as_token_shares(idle_server: IdleServer
     spec = TrafficSpec.model_validate(yaml.safe_load(as_block.stdout)["traffic"])
     check_traffic(spec, sweep.prompt_classes, sweep.load)
     assert "placeholders" in as_block.stderr + as_block.stdout
+    # the same server scraped a second time under another model name: which one must be said
+    models = ", ".join(sorted([COPY, SERVED_MODEL_NAME]))
+    assert several.exit_code == 2 and unknown.exit_code == 2
+    assert _error(several.stderr).endswith(f"several models in the last 5m ({models}): choose one with --model")
+    assert _error(unknown.stderr) == (f"error: --model mistral: no samples of vllm:num_requests_running for it in "
+                                      f"the last 5m (models seen: {models})")
+
+
+def _error(stderr: str) -> str:
+    [line] = [line for line in stderr.splitlines() if line.startswith("error:")]
+    return line
+
+
+def test_a_prometheus_that_scraped_no_vllm_says_so(tmp_path: Path) -> None:
+    with prometheus_server(tmp_path / "prometheus", None) as url:
+        result = CliRunner().invoke(app, ["traffic", "--prometheus", url, "--since", "30s"])
+    assert result.exit_code == 2
+    assert _error(result.stderr) == f"error: {url}: no samples of vllm:num_requests_running in the last 30s"

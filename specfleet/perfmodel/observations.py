@@ -79,7 +79,8 @@ def gap_batches(records: Sequence[RequestRecord], draft_tokens_per_seq: float) -
         mids = (t[1:] + t[:-1]) / 2.0
         started = np.searchsorted(first_sorted, mids, side="left")
         finished = np.searchsorted(last_sorted, mids, side="left")
-        decode = (started - finished).astype(np.float64)
+        # the request itself decodes in each of its gaps, also in a 0 ms one (chunks read together)
+        decode = np.maximum((started - finished).astype(np.float64), 1.0)
         emitted = emitted_by_time[np.searchsorted(chunk_sorted, mids, side="left")]
         context = (prompt_by_first[started] - prompt_by_last[finished]) + (emitted - total_by_last[finished])
         prefill = np.zeros(mids.size)

@@ -268,9 +268,9 @@ def _extrapolates(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptancePr
     measured_k = cal.measured_k.get(spec.name, ())
     if k and measured_k and not min(measured_k) <= k <= max(measured_k):
         out.append(f"k {k} outside the k the step law saw for arm {spec.name} ({', '.join(map(str, measured_k))})")
-    dropped = [n for n in cal.law.dropped if n.startswith(f"{spec.method}:")]
-    if k and dropped and k not in measured_k:
-        out.append(f"k {k} not measured and the data could not identify {', '.join(dropped)} (taken as 0 ms)")
+    if k and f"{spec.method}:draft_pass" in cal.law.dropped and k not in measured_k:
+        out.append(f"k {k} not measured and the data could not tell {spec.method}:draft_pass (the cost of one more "
+                   "draft pass) from the fixed cost: taken as 0 ms")
     if isinstance(load, ClosedLoad):
         if not cal.concurrency:
             out.append(f"concurrency {load.concurrency}: the sweep measured no closed-loop load")
@@ -285,6 +285,11 @@ def _extrapolates(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptancePr
         elif not min(cal.rates_per_s) <= load.rate_per_s <= max(cal.rates_per_s):
             out.append(f"rate {load.rate_per_s:g}/s outside the measured rates "
                        f"({', '.join(f'{r:g}' for r in cal.rates_per_s)})")
+    measured_load = (isinstance(load, ClosedLoad) and load.concurrency in cal.concurrency) or (
+        isinstance(load, PoissonLoad) and load.rate_per_s in cal.rates_per_s)
+    if "decode_seq" in cal.law.dropped and not measured_load:
+        out.append("the step law could not tell the cost of one more decoding sequence from the fixed cost (every "
+                   "fitted request ran at the same batch): taken as 0 ms, so a larger batch's throughput is overstated")
     if point.mean_batch.decode_seqs > cal.max_decode_seqs * 1.05:
         out.append(f"mean decode batch {point.mean_batch.decode_seqs:.1f} > largest the step law was fitted on "
                    f"({cal.max_decode_seqs:.1f})")
@@ -306,6 +311,7 @@ def predict(cal: Calibration, query: PredictionQuery) -> Prediction:
     if (query.concurrency is None) == (query.rate_per_s is None):
         raise InputError("give exactly one of --concurrency or --rate")
     load: SimLoad
+    mode: Literal["concurrency", "rate"]
     if query.concurrency is not None:
         if query.concurrency < 1:
             raise InputError(f"--concurrency must be a positive integer (got {query.concurrency})")
@@ -344,6 +350,8 @@ def predict(cal: Calibration, query: PredictionQuery) -> Prediction:
     plan_arm = spec.name if spec.method == "baseline" else f"{spec.name}-k{k}"
     notes = [f"calibrated on {cal.sweep_id}: step law residual {cal.law.residual_rel:.0%} rms per request; "
              f"request overhead {cal.overhead_ms:.1f} ms"]
+    if cal.law.dropped:
+        notes.append(f"the data could not identify {', '.join(cal.law.dropped)}: taken as 0 ms")
     if cal.noise_floor is not None:
         notes.append(f"the sweep's noise floor (repeated baseline) is {cal.noise_floor:.0%}; the interval includes it")
     if runs.point.kv_limited_steps:
@@ -353,7 +361,7 @@ def predict(cal: Calibration, query: PredictionQuery) -> Prediction:
         notes.append(f"concurrency {load.concurrency} > max_num_seqs {cal.max_num_seqs}: requests queue")
     return Prediction(
         calibrated_on=cal.sweep_id, arm=plan_arm, method=spec.method, k=k or None, prompt_class=query.prompt_class,
-        sampling=sampling, load_mode=mode, load_value=value,  # type: ignore[arg-type]
+        sampling=sampling, load_mode=mode, load_value=value,
         measured_cell=(plan_arm, query.prompt_class, mode, value, sampling) in cal.measured_cells,
         ttft_ms=p.ttft, itl_ms=p.itl, itl_per_token_ms=p.itl_token, tpot_ms=p.tpot, e2e_ms=p.e2e,
         output_tokens_per_s=p.output_tps, qualified_tokens_per_s=p.qualified_tps, slo_met_fraction=p.slo_met,

@@ -33,7 +33,7 @@ FloatArray = npt.NDArray[np.float64]
 DRAFTER_METHODS: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3", "mtp"})
 """Methods whose proposer is a model run once per proposed position (k sequential passes)."""
 SHARED_FEATURES = ("step", "decode_seq", "prefill_token", "context_ktoken")
-COLLINEAR_TOL = 1e-6
+COLLINEAR_TOL = 1e-3
 """A standardised column whose residual norm, after projection on the kept ones, is below this
 share of its own norm adds nothing the data can identify."""
 

@@ -60,6 +60,8 @@ def test_an_unmeasured_concurrency_and_k_are_predicted_and_marked(sweep_dir: Pat
     assert code == 0 and got["measured_cell"] is False
     assert "concurrency 4 > largest measured 1" in got["extrapolates"]
     assert any(line.startswith("k 3 > largest measured 2") for line in got["extrapolates"])
+    assert any("draft_model:draft_pass" in line for line in got["extrapolates"])  # one k measured: not identified
+    assert any("could not identify" in note for note in got["notes"])
 
 
 def test_a_rate_is_predicted_and_marked(sweep_dir: Path) -> None:

@@ -103,6 +103,11 @@ def test_a_cheaper_step_never_lowers_throughput(law: LinearStep, shapes: list[Re
 @given(LAWS, SHAPE_LISTS, st.integers(1, 4), st.integers(0, 3), st.floats(0.0, 10.0))
 def test_more_accepted_tokens_never_lower_throughput(law: LinearStep, shapes: list[RequestShape], k: int,
                                                      accepted: int, overhead: float) -> None:
+    """Without a context cost. With one it does not hold exactly, and the model is right not to:
+    tokens accepted earlier lengthen the context of later steps, so where more acceptance saves
+    no step it costs a little (hypothesis found it: 5 output tokens, k 2, one or two accepted,
+    two decode steps either way)."""
+    law = LinearStep(law.fixed_ms, law.per_decode_seq_ms, law.per_prefill_token_ms, 0.0, law.per_draft_token_ms)
     accepted = min(accepted, k - 1)
 
     def spec(m: int) -> Speculation:  # the first m positions always accepted, the rest never

@@ -72,6 +72,7 @@ def validate(
 def _mount() -> None:
     from cli import calc, fixtures, stats
     from cli.measure import measure
+    from cli.predict import predict
     from cli.report import report
     from cli.sweep import demo, revalidate, sweep, sync
     from cli.traffic import traffic
@@ -82,6 +83,7 @@ def _mount() -> None:
     app.command()(revalidate)
     app.command()(sync)
     app.command()(report)
+    app.command()(predict)
     app.command()(demo)
     app.add_typer(fixtures.app, name="fixtures", help="Build the fixture models for the CPU demo.")
     app.add_typer(calc.app, name="calc", help="The seed's calculator: speedup, break-even, fleet cost, KV.")

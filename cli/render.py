@@ -8,6 +8,7 @@ from rich.table import Table
 from tasks.report.fmt import NA
 
 if TYPE_CHECKING:
+    from specfleet.perfmodel.predict import Bounds, Prediction
     from specfleet.summary import SweepSummary
 
 console = Console()
@@ -38,6 +39,47 @@ def print_measurement(result: dict[str, object]) -> None:
         console.print(f"{name}: {_fmt(result[name])}")
     for reason in result["reasons"] or []:  # type: ignore[attr-defined]
         console.print(f"[yellow]note:[/yellow] {reason}")
+
+
+def _span(value: float | None, bounds: "Bounds | None") -> str:
+    if value is None:
+        return NA
+    if bounds is None or bounds.low is None or bounds.high is None:
+        return _fmt(value)
+    return f"{_fmt(value)} [{_fmt(bounds.low)}, {_fmt(bounds.high)}]"
+
+
+def print_prediction(prediction: "Prediction") -> None:
+    """A predicted cell: every figure with its interval, then what it extrapolates. The title says PREDICTED."""
+    p = prediction
+    load = f"c{int(p.load_value)}" if p.load_mode == "concurrency" else f"{p.load_value:g}/s"
+    measured = "a measured cell exists" if p.measured_cell else "not a measured cell"
+    table = Table(title=f"PREDICTED (not measured): {p.arm} / {p.prompt_class} / {load} / {p.sampling}, "
+                        f"calibrated on {p.calibrated_on} ({measured})")
+    table.add_column("series (ms)")
+    for column in ("p50", "p95", "p99"):
+        table.add_column(column, justify="right")
+    for series in ("ttft_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms"):
+        figures, bounds = getattr(p, series), getattr(p.interval, series)
+        table.add_row(series, *(_span(getattr(figures, q), getattr(bounds, q)) for q in ("p50", "p95", "p99")))
+    console.print(table)
+    interval = p.interval
+    for name, value, bounds in (
+        ("output_tokens_per_s", p.output_tokens_per_s, interval.output_tokens_per_s),
+        ("qualified_tokens_per_s", p.qualified_tokens_per_s, interval.qualified_tokens_per_s),
+        ("mean_acceptance_length", p.mean_acceptance_length, interval.mean_acceptance_length),
+        ("tokens_per_step", p.tokens_per_step, interval.tokens_per_step),
+        ("speedup", p.speedup, interval.speedup),
+        ("cost_per_million_usd", p.cost_per_million_usd, interval.cost_per_million_usd),
+    ):
+        console.print(f"{name}: {_span(value, bounds)}", highlight=False)
+    console.print(f"interval: {interval.basis}", highlight=False)
+    for line in p.extrapolates:
+        console.print(f"[yellow]extrapolates:[/yellow] {line}", highlight=False)
+    if not p.extrapolates:
+        console.print("extrapolates: nothing (inside the measured loads and k)", highlight=False)
+    for note in p.notes:
+        console.print(f"note: {note}", highlight=False)
 
 
 def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:

@@ -1,0 +1,47 @@
+"""``specfleet predict``: one cell as the performance model calibrated on a stored sweep predicts it."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.errors import exit_on_error
+from specfleet.errors import InputError
+
+
+def predict(
+    sweep: Annotated[str, typer.Argument(help="Sweep id (under --results-dir) or a sweep's results folder.")],
+    arm: Annotated[str, typer.Option("--arm", help="An arm name of the sweep's config (baseline, draft, ...).")],
+    prompt_class: Annotated[str, typer.Option("--prompt-class", help="A prompt class of the sweep.")],
+    k: Annotated[int | None, typer.Option("--k", min=1, help="Speculative tokens per step (speculative arms).")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Closed loop: requests in flight.")] = None,
+    rate: Annotated[float | None, typer.Option(help="Open loop: Poisson arrivals per second.")] = None,
+    sampling: Annotated[str | None, typer.Option(help="A sampling mode of the sweep (default: its first).")] = None,
+    requests: Annotated[int, typer.Option(min=1, help="Requests to simulate.")] = 256,
+    results_dir: Annotated[Path, typer.Option("--results-dir", help="Root of the sweeps' results.")] = Path("results"),
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Predict one cell (arm, k, class, load, sampling) from a stored sweep: TTFT, ITL, TPOT and E2E
+    percentiles, throughput, SLO-qualified tokens/s, speedup and cost, with an interval and what
+    it extrapolates. Predicted, never measured: no decision reads it."""
+    from specfleet.perfmodel import PredictionQuery, calibrate
+    from specfleet.perfmodel import predict as run_predict
+    from tasks.report.load import find_sweep_dir, load_report_data
+
+    with exit_on_error():
+        if (concurrency is None) == (rate is None):
+            raise InputError("give exactly one of --concurrency or --rate")
+        if rate is not None and not rate > 0:
+            raise InputError(f"--rate must be positive (got {rate})")
+        data = load_report_data(find_sweep_dir(sweep, results_dir))
+        calibration = calibrate(data.sweep_id, data.config, data.cells, data.records, seed=data.config.analysis.seed)
+        prediction = run_predict(calibration, PredictionQuery(
+            arm=arm, prompt_class=prompt_class, k=k, concurrency=concurrency, rate_per_s=rate, sampling=sampling,
+            requests=requests, seed=data.config.analysis.seed))
+    if as_json:
+        print(json.dumps(prediction.model_dump(mode="json")))
+        return
+    from cli.render import print_prediction
+
+    print_prediction(prediction)

@@ -1,0 +1,23 @@
+"""A calibrated performance model: predict the cells a sweep did not measure (issue 17).
+
+Pure, no I/O. Everything it predicts is labelled as predicted and never enters a decision.
+
+- ``acceptance``: per-position acceptance per arm, prompt class and sampling, pooled from the
+  cells' spec-decode counters; tokens per engine step at any k.
+- ``step_time``: one engine step's time as a linear law of the batch, fitted to the
+  per-request chunk gaps of a stored sweep.
+- ``batching``: a seeded simulation of continuous batching that emits synthetic request
+  records, so the metrics code computes the predicted figures exactly as it computes measured ones.
+- ``calibrate``: the ``Calibration`` of a stored sweep (nothing new is measured).
+- ``predict``: ``predict(calibration, query) -> Prediction``.
+"""
+
+from specfleet.perfmodel.acceptance import AcceptanceProfile, pool_acceptance
+from specfleet.perfmodel.calibrate import Calibration, calibrate
+from specfleet.perfmodel.predict import Prediction, PredictionQuery, predict
+from specfleet.perfmodel.step_time import StepBatch, StepLaw, fit_step_law
+
+__all__ = [
+    "AcceptanceProfile", "Calibration", "Prediction", "PredictionQuery", "StepBatch", "StepLaw", "calibrate",
+    "fit_step_law", "pool_acceptance", "predict",
+]

@@ -10,6 +10,8 @@ Pure, no I/O. Everything it predicts is labelled as predicted and never enters a
   records, so the metrics code computes the predicted figures exactly as it computes measured ones.
 - ``calibrate``: the ``Calibration`` of a stored sweep (nothing new is measured).
 - ``predict``: ``predict(calibration, query) -> Prediction``.
+- ``accuracy``: the figures that score any predictor of cells against measured ones (MAPE, speedup
+  sign, crossover concurrency, best k), for ``benchmarks/model_accuracy.py``.
 """
 
 from specfleet.perfmodel.acceptance import AcceptanceProfile, pool_acceptance

@@ -2,12 +2,15 @@
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from cli.errors import exit_on_error
+
+if TYPE_CHECKING:
+    from specfleet.sweep_estimate import SweepEstimate
 
 app = typer.Typer(
     name="specfleet",
@@ -59,19 +62,40 @@ def validate(
         cells = sum(len(cell_identities(sweep, arm)) for arm in arms)
     names = [a.arm for a in arms]
     items = {name: None if s is None else len(s.items) for name, s in scored.items()}
+    estimate, why_not = _plan_headline(config)
     if as_json:
         print(json.dumps({"config": str(config), "name": sweep.name, "arms": names, "cells": cells,
-                          "scored_items": items}))
+                          "scored_items": items, "plan": estimate.model_dump(mode="json") if estimate else None,
+                          "plan_error": why_not}))
+        return
+    sets = ", ".join(f"{name} {'no scored set' if n is None else f'{n} items'}" for name, n in items.items())
+    gate = ("quality gate not run (equivalence.quality_tolerance is unset)"
+            if sweep.equivalence.quality_tolerance is None else f"quality gate: {sets}")
+    console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(names)}), {cells} cells; {gate}")
+    if estimate is not None:
+        from specfleet.sweep_estimate import headline
+
+        console.print(f"{headline(estimate)} (`specfleet plan` for stages)", highlight=False)
     else:
-        sets = ", ".join(f"{name} {'no scored set' if n is None else f'{n} items'}" for name, n in items.items())
-        gate = ("quality gate not run (equivalence.quality_tolerance is unset)"
-                if sweep.equivalence.quality_tolerance is None else f"quality gate: {sets}")
-        console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(names)}), {cells} cells; {gate}")
+        console.print(f"plan: none ({why_not})", highlight=False)
+
+
+def _plan_headline(config: Path) -> "tuple[SweepEstimate | None, str | None]":
+    """The prior's plan of a valid config, or why it cannot be formed (validate still passes)."""
+    from specfleet.errors import InputError
+    from tasks.plan.estimate import plan_sweep_estimate
+
+    try:
+        times, _ = plan_sweep_estimate(config, None, None, Path("results"))
+    except InputError as err:
+        return None, str(err)
+    return times.estimate, None
 
 
 def _mount() -> None:
     from cli import calc, fixtures, stats
     from cli.measure import measure
+    from cli.plan import plan
     from cli.predict import predict
     from cli.report import report
     from cli.sweep import demo, revalidate, sweep, sync
@@ -79,6 +103,7 @@ def _mount() -> None:
 
     app.command()(measure)
     app.command()(traffic)
+    app.command()(plan)
     app.command()(sweep)
     app.command()(revalidate)
     app.command()(sync)

@@ -10,6 +10,7 @@ from tasks.report.fmt import NA
 if TYPE_CHECKING:
     from specfleet.perfmodel.predict import Bounds, Prediction
     from specfleet.summary import SweepSummary
+    from specfleet.sweep_estimate import SweepEstimate
 
 console = Console()
 WIDE_COLUMNS = 160
@@ -79,6 +80,29 @@ def print_prediction(prediction: "Prediction") -> None:
     if not p.extrapolates:
         console.print("extrapolates: nothing (inside the measured loads and k)", highlight=False)
     for note in p.notes:
+        console.print(f"note: {note}", highlight=False)
+
+
+def print_plan(estimate: "SweepEstimate") -> None:
+    """A sweep's plan: one row per stage and the total, every figure PREDICTED, then its basis."""
+    from specfleet.sweep_estimate import human_duration
+
+    e = estimate
+    table = Table(title=f"PREDICTED plan of {e.config_name} ({e.basis}): {e.accelerators} accelerators held")
+    for column in ("stage", "servers", "cells", "requests", "tokens", "wall", "accel-h", "cost $", "idle accel-h"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    rows = [(s.name, s.servers, s.cells, s.requests, s.tokens, s.wall_s, s.accelerator_hours, s.cost_usd,
+             s.idle_accelerator_hours) for s in e.stages]
+    rows.append(("total", e.servers, e.cells, e.requests, e.tokens, e.wall_s, e.accelerator_hours, e.cost_usd,
+                 e.idle_accelerator_hours))
+    for name, servers, cells, requests, tokens, wall, accel, cost, idle in rows:
+        table.add_row(name, str(servers), str(cells), f"{requests:,}", f"{tokens:,}", human_duration(wall),
+                      f"{accel:,.2f}", f"{cost:,.2f}", f"{idle:,.2f}")
+    console.print(table)
+    if e.budget_s is not None:
+        verdict = "fits" if e.fits_budget else "[red]does NOT fit[/red]"
+        console.print(f"budget {human_duration(e.budget_s)}: {verdict} (predicted {human_duration(e.wall_s)})")
+    for note in e.notes:
         console.print(f"note: {note}", highlight=False)
 
 

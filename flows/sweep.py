@@ -10,6 +10,7 @@
    publish them to MLflow, Prefect artifacts and the results dir.
 """
 
+import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -34,6 +35,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
                results_dir: str = DEFAULT_RESULTS_DIR) -> SweepSummary:
     """Run (or resume) one sweep; returns its summary. Every cell is stored as it finishes;
     MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing."""
+    started = time.monotonic()
     plan = plan_sweep(Path(config_path), resume, Path(results_dir))
     Console().print(f"sweep id: {plan.sweep_id}")
     logger = get_run_logger()
@@ -57,6 +59,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         stored = [c for c in plan.store.cells() if c.key in plan.cells]
         tracker.log_cells(stored, plan.store, plan.fingerprint.digest)  # any a crash left unlogged
         summary = aggregate(plan, reports)
+        summary = summary.model_copy(update={"wall_s": time.monotonic() - started})
         tracker.log_summary(summary, summary_markdown(summary))
         if tracker.offline is not None:
             summary = summary.model_copy(update={"notes": [*summary.notes, tracker.offline]})

@@ -55,6 +55,8 @@ class SweepSummary(RecordModel):
     engine_checks: list[EngineCheck] = Field(
         default_factory=list, description="The installed engine's self-checks (none in older summaries).")
     results_dir: str
+    wall_s: float | None = Field(None, description="Seconds from this invocation's start to its summary "
+                                 "(what a plan calibrated on this sweep reads); None in older summaries.")
 
     @property
     def exit_failed(self) -> bool:

@@ -60,6 +60,17 @@ class HardwareSpec(ContractModel):
     accelerators_per_replica: PositiveInt = 1
     tensor_parallel_size: PositiveInt = 1
     interconnect: str | None = None
+    nodes: PositiveInt = Field(1, description="Nodes the sweep holds (the plan's layout; not fingerprinted).")
+    accelerators_per_node: PositiveInt | None = Field(
+        None, description="Accelerators per node; unset: one arm's worth (tensor_parallel_size). Not fingerprinted."
+    )
+    memory_bandwidth_gb_per_s: PositiveFloat | None = Field(
+        None, description="The prior's memory bandwidth per accelerator; unset: the built-in table, or on "
+        "cpu measured when planning."
+    )
+    peak_tflops: PositiveFloat | None = Field(
+        None, description="The prior's dense peak per accelerator; unset: the built-in table, or measured on cpu."
+    )
     accelerator_hour_usd: PositiveFloat = Field(description="Fully loaded price per accelerator-hour.")
     peak_demand_tokens_per_s: PositiveFloat = Field(
         description="Peak demand in SLO-qualified output tokens per second."

@@ -7,6 +7,9 @@ from specfleet.fingerprint import Fingerprint
 from tasks.plan.models import TOKENIZER_FILES, local_dir, tree_hash
 from tasks.plan.versions import engine_distribution
 
+LAYOUT_FIELDS = {"nodes", "accelerators_per_node", "memory_bandwidth_gb_per_s", "peak_tflops"}
+"""Hardware fields only the plan reads (cluster size, the prior's roofline): they change no measurement."""
+
 
 def compute_fingerprint(config: SweepConfig, resolved: dict[str, str]) -> Fingerprint:
     target = config.models.target
@@ -28,7 +31,7 @@ def compute_fingerprint(config: SweepConfig, resolved: dict[str, str]) -> Finger
         engine=engine,
         engine_version=engine_version,
         methods=methods,
-        hardware=config.hardware.model_dump(mode="json") | {"host": _host_description()},
+        hardware=config.hardware.model_dump(mode="json", exclude=LAYOUT_FIELDS) | {"host": _host_description()},
     )
 
 

@@ -1,0 +1,164 @@
+"""``specfleet plan``'s inputs: model architectures, the accelerator's roofline, prompt lengths,
+and a stored sweep to calibrate on; then ``specfleet.sweep_estimate`` does the arithmetic."""
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from specfleet.contract import SweepConfig, arm_plans
+from specfleet.errors import InputError
+from specfleet.perfmodel import calibrate
+from specfleet.perfmodel.architectures import KNOWN_CONFIGS
+from specfleet.perfmodel.prior import (
+    ACCELERATORS,
+    CPU_DEFAULTS,
+    GPU_DEFAULTS,
+    ModelShape,
+    Roofline,
+    shape_from_hf_config,
+)
+from specfleet.plan_timing import ArmRecord, CalibratedTiming, PriorTiming
+from specfleet.results import ArmTiming
+from specfleet.sweep_estimate import SweepTimes, estimate_sweep, slots, stage_wall_s
+from tasks.plan.config import load_sweep_config
+from tasks.plan.models import FIXTURE_PREFIX, local_dir
+from tasks.plan.preflight import config_base_dir
+from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
+
+CHARS_PER_TOKEN = 4.0
+"""Prompt length before any tokenizer ran: about four characters per token for English BPE
+vocabularies (the prior's assumption; a calibrated plan reads the measured prompt tokens)."""
+
+
+def model_shape(name: str, dtype: str, quantization: str | None) -> ModelShape | None:
+    """From the fixture recipe, a local or cached ``config.json``, or the published table."""
+    if name.startswith(FIXTURE_PREFIX):
+        from tasks.fixtures.build import fixture_architecture
+
+        which = name.removeprefix(FIXTURE_PREFIX)
+        return shape_from_hf_config(fixture_architecture(which), dtype, quantization, f"fixture recipe ({which})")
+    directory = local_dir(name, {})
+    if directory is not None and (directory / "config.json").is_file():
+        cfg = json.loads((directory / "config.json").read_text())
+        return shape_from_hf_config(cfg.get("text_config", cfg), dtype, quantization, f"{name}/config.json")
+    if name in KNOWN_CONFIGS:
+        return shape_from_hf_config(KNOWN_CONFIGS[name], dtype, quantization, f"{name} (published config.json)")
+    return None
+
+
+def measure_cpu() -> tuple[float, float]:
+    """This machine's memory bandwidth (GB/s, a 256 MiB copy) and matmul rate (TFLOP/s, float32),
+    best of three: what the prior's roofline needs on the CPU build, measured in about a second."""
+    src = np.ones(32 * 1024 * 1024, dtype=np.float64)
+    dst = np.empty_like(src)
+    a = np.ones((1024, 1024), dtype=np.float32)
+    copies, matmuls = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        copies.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        a @ a
+        matmuls.append(time.perf_counter() - t0)
+    return 2 * src.nbytes / min(copies) / 1e9, 2 * 1024 ** 3 / min(matmuls) / 1e12
+
+
+def roofline(config: SweepConfig) -> Roofline:
+    hw = config.hardware
+    if hw.on_cpu:
+        bandwidth, tflops = hw.memory_bandwidth_gb_per_s, hw.peak_tflops
+        source = "configured"
+        if bandwidth is None or tflops is None:
+            measured_bw, measured_tflops = measure_cpu()
+            bandwidth, tflops = bandwidth or measured_bw, tflops or measured_tflops
+            source = "measured on this machine when planning"
+        return Roofline(bandwidth, tflops, 1, CPU_DEFAULTS,
+                        f"cpu: {bandwidth:.1f} GB/s, {tflops:.2f} TFLOP/s ({source})")
+    spec = next((s for key, s in ACCELERATORS.items() if hw.accelerator.lower().startswith(key)), None)
+    bandwidth = hw.memory_bandwidth_gb_per_s or (spec.memory_bandwidth_gb_per_s if spec else None)
+    weight_bytes = 1.0 if config.models.target.quantization else 2.0
+    tflops = hw.peak_tflops or (spec.peak_tflops(weight_bytes) if spec else None)
+    if bandwidth is None or tflops is None:
+        raise InputError(f"hardware.accelerator {hw.accelerator!r}: the plan's prior has no roofline for it; set "
+                         "hardware.memory_bandwidth_gb_per_s and hardware.peak_tflops")
+    source = spec.source if spec and not hw.memory_bandwidth_gb_per_s else "configured"
+    return Roofline(bandwidth, tflops, hw.tensor_parallel_size, GPU_DEFAULTS, source)
+
+
+def _prompt_tokens(config: SweepConfig, base_dir: Path) -> tuple[dict[str, float], list[str]]:
+    """Mean prompt tokens per class from the prompt files' characters; a class whose file is not
+    here counts its ``max_input_tokens``, or no prefill at all (said in a note)."""
+    out, notes = {}, []
+    for pc in config.prompt_classes:
+        try:
+            items = load_prompt_class(pc, base_dir)
+        except InputError as err:
+            out[pc.name] = float(pc.max_input_tokens or 0)
+            notes.append(f"{err}: its prompts counted as {pc.max_input_tokens or 0} tokens "
+                         f"({'max_input_tokens' if pc.max_input_tokens else 'prefill left out of the plan'})")
+            continue
+        chars = [len(i.prompt or "") + sum(len(str(m.get("content", ""))) for m in (i.messages or [])) for i in items]
+        tokens = sum(chars) / max(1, len(chars)) / CHARS_PER_TOKEN
+        out[pc.name] = min(tokens, float(pc.max_input_tokens)) if pc.max_input_tokens else tokens
+    return out, notes
+
+
+def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
+    target_spec = config.models.target
+    target = model_shape(target_spec.path, target_spec.dtype, target_spec.quantization)
+    if target is None:
+        raise InputError(f"models.target.path {target_spec.path!r}: the plan's prior needs its config.json (not "
+                         "on this machine and not in the published table)")
+    drafts = {}
+    for arm in arm_plans(config):
+        if arm.method != "draft_model":
+            continue
+        name = str((arm.speculative_config or {}).get("model") or (config.models.draft.path if config.models.draft
+                                                                     else ""))
+        dtype = config.models.draft.dtype if config.models.draft else target_spec.dtype
+        shape = model_shape(name, dtype, None)
+        if shape is None:
+            raise InputError(f"arm {arm.spec_name}: the plan's prior needs the draft model's config.json ({name!r})")
+        drafts[arm.spec_name] = shape
+    prompt_tokens, notes = _prompt_tokens(config, base_dir)
+    return PriorTiming(target=target, drafts=drafts, hardware=roofline(config), prompt_tokens_by_class=prompt_tokens,
+                       notes=(*PriorTiming.notes, *notes))
+
+
+def calibrated_timing(sweep: str, results_dir: Path, config: SweepConfig, prior: PriorTiming) -> CalibratedTiming:
+    from tasks.report.load import find_sweep_dir, load_report_data
+
+    data = load_report_data(find_sweep_dir(sweep, results_dir))
+    cal = calibrate(data.sweep_id, data.config, data.cells, data.records, seed=data.config.analysis.seed)
+    summary_path = data.sweep_dir / "summary.json"  # absent while a sweep runs: no timing records yet
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    methods = {a.arm: a.method for a in arm_plans(data.config)}
+    records = [ArmRecord(arm=a["arm"], method=methods.get(a["arm"], ""), phase=a["phase"],
+                         timing=ArmTiming.model_validate(a["timing"]))
+               for a in summary.get("arms", []) if a.get("timing")]
+    outside = None
+    if summary.get("wall_s") is not None:
+        parallel, _ = slots(data.config)
+        stages = [[r.timing.wall_s for r in records if (r.phase == "baseline_end") == end and
+                   (methods.get(r.arm) == "baseline") == base] for end, base in ((False, True), (False, False),
+                                                                                   (True, True))]
+        outside = max(0.0, float(summary["wall_s"]) - sum(stage_wall_s(s, parallel) for s in stages))
+    return CalibratedTiming(calibration=cal, records=records, outside_arms_s=outside, prior=prior)
+
+
+def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: str | None,
+                        results_dir: Path) -> tuple[SweepTimes, list[str]]:
+    """The plan of CONFIG, on the prior or calibrated on ``from_sweep``; with the timing's notes."""
+    config = load_sweep_config(config_path)
+    base_dir = config_base_dir(config_path)
+    scored = {name: len(s.items) for name, s in load_scored_sets(config, base_dir).items() if s is not None}
+    prior = prior_timing(config, base_dir)
+    timing: PriorTiming | CalibratedTiming = prior
+    if from_sweep is not None:
+        timing = calibrated_timing(from_sweep, results_dir, config, prior)
+    times = estimate_sweep(timing, config, scored, budget_s)
+    notes = [*times.estimate.notes, *timing.notes, f"roofline: {prior.hardware.source}"]
+    times.estimate.notes[:] = notes
+    return times, notes

@@ -1,0 +1,75 @@
+"""`specfleet plan` and the plan's headline at the end of `specfleet validate`: the JSON keys,
+the prior and a calibrated basis, bad budgets and sweeps as one line with exit 2."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from tests.unit.cli.test_predict_cli import _sweep
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO = str(ROOT / "configs" / "demo-cpu.yaml")
+H200 = str(ROOT / "configs" / "llama70b-h200.yaml")
+KEYS = ("wall_s", "accelerator_hours", "cost_usd", "cells", "servers", "requests", "stages", "basis", "fits_budget")
+runner = CliRunner()
+
+
+def _plan(*args: str) -> dict[str, object]:
+    result = runner.invoke(app, ["plan", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    out: dict[str, object] = json.loads(result.stdout)
+    return out
+
+
+def test_the_demo_plan_on_the_prior_has_every_key_per_stage_and_in_total() -> None:
+    plan = _plan(DEMO)
+    assert all(key in plan for key in KEYS) and plan["predicted"] is True
+    assert plan["basis"] == "prior, not calibrated" and plan["fits_budget"] is None
+    stages = plan["stages"]
+    assert isinstance(stages, list) and [s["name"] for s in stages] == [
+        "opening baseline", "speculative arms", "closing baseline"]
+    for key in ("wall_s", "accelerator_hours", "cost_usd", "cells", "servers", "requests"):
+        assert all(key in s for s in stages)
+    assert plan["cells"] == sum(s["cells"] for s in stages) == 30
+    assert plan["wall_s"] > sum(s["wall_s"] for s in stages)  # plus the time outside the arms
+
+
+def test_a_budget_says_whether_the_plan_fits() -> None:
+    assert _plan(DEMO, "--budget", "1d")["fits_budget"] is True
+    assert _plan(DEMO, "--budget", "1m")["fits_budget"] is False
+
+
+def test_the_h200_matrix_is_days_of_a_node_and_its_baseline_stages_idle_six_gpus() -> None:
+    plan = _plan(H200, "--budget", "7h")
+    assert plan["fits_budget"] is False and plan["wall_s"] > 2 * 86400
+    opening = plan["stages"][0]  # type: ignore[index]
+    assert opening["idle_accelerator_hours"] == pytest.approx(opening["accelerator_hours"] * 6 / 8)
+
+
+def test_a_plan_calibrated_on_a_stored_sweep_names_it(tmp_path: Path) -> None:
+    sweep_dir = _sweep(tmp_path).store.dir
+    plan = _plan(DEMO, "--from", str(sweep_dir))
+    assert plan["basis"] == f"calibrated on {sweep_dir.name}"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--budget", "7x"], "--budget: '7x' is not a duration"),
+    (["--budget", "0h"], "--budget: '0h' is not a duration"),
+    (["--from", "no-such-sweep"], "no-such-sweep"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["plan", DEMO, *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_validate_ends_with_the_plans_headline() -> None:
+    result = runner.invoke(app, ["validate", DEMO])
+    assert result.exit_code == 0, result.output
+    last = " ".join(result.stderr.split()).rsplit("cells;", 1)[-1]  # validate reports on stderr
+    assert "plan (prior, not calibrated, predicted):" in last and "accelerator-hours" in last and "$" in last
+    data = json.loads(runner.invoke(app, ["validate", DEMO, "--json"]).stdout)
+    assert data["plan"]["cells"] == 30 and data["plan_error"] is None

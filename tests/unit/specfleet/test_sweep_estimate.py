@@ -116,3 +116,30 @@ def test_human_duration() -> None:
     assert human_duration(400) == "6m 40s"
     assert human_duration(7 * 3600 + 300) == "7h 05m"
     assert human_duration(5 * 86400) == "5.0 days"
+
+
+def test_cells_near_break_even_and_in_the_mix_come_first() -> None:
+    from specfleet.cell_priority import cell_order
+
+    config = _config()
+    arms = arm_plans(config)
+    cells = [(a, c) for a in arms for c in cell_identities(config, a)]
+    order = cell_order(KnownTiming(tokens=1.0), config, cells, noise_floor=None)
+    assert all(c.k is None for c in order[:6])  # the baseline first
+    mix = config.traffic
+    assert mix is not None
+    first_spec = order[6]  # the heaviest share of the mix: code at concurrency 4
+    assert (first_spec.prompt_class, first_spec.load_value) == ("code", 4.0)
+
+    @dataclass(frozen=True)
+    class ByK(KnownTiming):
+        """k=4 predicted at break-even (1.02 tokens per step), every other arm far from it."""
+
+        def tokens_per_step(self, arm: ArmPlan, prompt_class: str, sampling: str) -> float:
+            return 1.0 if arm.is_baseline else (1.02 if arm.k == 4 else 2.0)
+
+    ordered = cell_order(ByK(), config, cells, noise_floor=0.05)
+    assert len(ordered) == len(cells) and set(ordered) == {c for _, c in cells}
+    spec = [c for c in ordered if c.k is not None]
+    in_mix = [c for c in spec if c.load_value in (1.0, 4.0)]
+    assert all(c.k == 4 for c in in_mix[:6]) and all(c.k != 4 for c in in_mix[6:])

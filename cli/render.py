@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -83,27 +84,37 @@ def print_prediction(prediction: "Prediction") -> None:
         console.print(f"note: {note}", highlight=False)
 
 
+def _compact(count: int) -> str:
+    """``10,240,000`` as ``10.2M``."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if count >= size:
+            return f"{count / size:.1f}{suffix}"
+    return str(count)
+
+
 def print_plan(estimate: "SweepEstimate") -> None:
     """A sweep's plan: one row per stage and the total, every figure PREDICTED, then its basis."""
     from specfleet.sweep_estimate import human_duration
 
     e = estimate
-    table = Table(title=f"PREDICTED plan of {e.config_name} ({e.basis}): {e.accelerators} accelerators held")
+    table = Table(title=f"PREDICTED plan of {e.config_name} ({e.basis}): {e.accelerators} accelerators held",
+                  box=box.SIMPLE)
     for column in ("stage", "servers", "cells", "requests", "tokens", "wall", "accel-h", "cost $", "idle accel-h"):
         table.add_column(column, justify="left" if column == "stage" else "right")
     rows = [(s.name, s.servers, s.cells, s.requests, s.tokens, s.wall_s, s.accelerator_hours, s.cost_usd,
              s.idle_accelerator_hours) for s in e.stages]
     rows.append(("total", e.servers, e.cells, e.requests, e.tokens, e.wall_s, e.accelerator_hours, e.cost_usd,
                  e.idle_accelerator_hours))
+    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold lines
     for name, servers, cells, requests, tokens, wall, accel, cost, idle in rows:
-        table.add_row(name, str(servers), str(cells), f"{requests:,}", f"{tokens:,}", human_duration(wall),
+        table.add_row(name, str(servers), str(cells), f"{requests:,}", _compact(tokens), human_duration(wall),
                       f"{accel:,.2f}", f"{cost:,.2f}", f"{idle:,.2f}")
-    console.print(table)
+    out.print(table)
     if e.budget_s is not None:
         verdict = "fits" if e.fits_budget else "[red]does NOT fit[/red]"
-        console.print(f"budget {human_duration(e.budget_s)}: {verdict} (predicted {human_duration(e.wall_s)})")
+        out.print(f"budget {human_duration(e.budget_s)}: {verdict} (predicted {human_duration(e.wall_s)})")
     for note in e.notes:
-        console.print(f"note: {note}", highlight=False)
+        out.print(f"note: {note}", highlight=False)
 
 
 def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:

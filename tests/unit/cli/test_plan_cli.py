@@ -73,3 +73,9 @@ def test_validate_ends_with_the_plans_headline() -> None:
     assert "plan (prior, not calibrated, predicted):" in last and "accelerator-hours" in last and "$" in last
     data = json.loads(runner.invoke(app, ["validate", DEMO, "--json"]).stdout)
     assert data["plan"]["cells"] == 30 and data["plan_error"] is None
+
+
+def test_the_nightly_profile_fits_seven_hours_of_one_node() -> None:
+    plan = _plan(str(ROOT / "configs" / "llama70b-h200-nightly.yaml"), "--budget", "7h")
+    assert plan["fits_budget"] is True and plan["accelerators"] == 8
+    assert plan["basis"] == "prior, not calibrated"

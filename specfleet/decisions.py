@@ -270,7 +270,8 @@ def decide_all(
 
     ``samples`` is keyed by ``CellResult.key``; ``gates`` (equivalence) by arm name (e.g.
     'draft-k3'); ``quality`` by (arm, prompt class, sampling), a slice missing there has a
-    quality gate that did not run. The baseline's end-of-sweep cells feed the noise floor only.
+    quality gate that did not run. The baseline's end-of-sweep cells feed the noise floor only;
+    its replica check cells (``specfleet.replicas``) are main-phase runs, pooled like repeats.
     """
     floors = baseline_noise(cells)
     baselines: dict[ConfigKey, list[CellResult]] = defaultdict(list)

@@ -7,8 +7,10 @@ tokens per step, given by a ``Timing``: the performance model's cold-start prior
 (``CalibratedTiming``), which also takes each arm's start-up and probe time from that sweep's
 own records. Stages are laid out the way the flow runs them: the opening baseline, every
 speculative arm side by side (Ray starts each arm as accelerators free up, in config order),
-the closing baseline. The node is held for the whole sweep, so accelerator-hours count every
-accelerator of it, busy or idle, and the idle share is reported per stage.
+the closing baseline; each baseline stage split over as many identical replicas as arms fit at
+once, check cells included (``specfleet.replicas``). The node is held for the whole sweep, so
+accelerator-hours count every accelerator of it, busy or idle, and the idle share is reported
+per stage.
 """
 
 import math
@@ -21,6 +23,7 @@ from pydantic import Field
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
 from specfleet.contract.base import RecordModel
 from specfleet.perfmodel.step_time import LinearStep
+from specfleet.replicas import replica_shares
 from specfleet.stats.equivalence import planned_samples_per_prompt
 
 PREDICTED_LABEL = "PREDICTED, not measured"
@@ -200,20 +203,25 @@ def _tokens(config: SweepConfig, cells: Sequence[CellIdentity], requests: int) -
 
 
 def arm_estimates(timing: Timing, config: SweepConfig, scored_items: Mapping[str, int]) -> list[ArmEstimate]:
-    """Every server the sweep starts, in the order the flow starts them."""
+    """Every server the sweep starts, in the order the flow starts them: a baseline stage's
+    replicas side by side, the first of the opening baseline's running the probes."""
     arms = arm_plans(config)
     requests = requests_per_cell(config)
     phases: list[tuple[ArmPlan, Stage, Literal["main", "baseline_end"]]] = [
         (arms[0], "opening baseline", "main"), *((a, "speculative arms", "main") for a in arms[1:]),
         (arms[0], "closing baseline", "baseline_end")]
+    replicas = slots(config)[0]
     out = []
     for arm, stage, phase in phases:
-        cells = cell_identities(config, arm, phase)
-        probe = probe_seconds(timing, config, arm, scored_items) if phase == "main" else 0.0
-        out.append(ArmEstimate(
-            arm=arm, stage=stage, cells=cells, startup_s=timing.startup_s(arm), probe_s=probe,
-            cell_s=[cell_seconds(timing, config, arm, c, requests) for c in cells],
-            requests=len(cells) * (requests + config.load.warmup_requests), tokens=_tokens(config, cells, requests)))
+        identities = cell_identities(config, arm, phase)
+        shares = replica_shares(identities, replicas) if arm.is_baseline else [identities]
+        for replica, cells in enumerate(shares):
+            probe = probe_seconds(timing, config, arm, scored_items) if phase == "main" and replica == 0 else 0.0
+            out.append(ArmEstimate(
+                arm=arm, stage=stage, cells=cells, startup_s=timing.startup_s(arm), probe_s=probe,
+                cell_s=[cell_seconds(timing, config, arm, c, requests) for c in cells],
+                requests=len(cells) * (requests + config.load.warmup_requests),
+                tokens=_tokens(config, cells, requests)))
     return out
 
 

@@ -40,6 +40,9 @@ class CellIdentity(RecordModel):
     sampling: str
     repeat: int
     phase: Literal["main", "baseline_end"] = "main"
+    replica_check: bool = False
+    """A baseline cell measured a second time, on another replica (``specfleet.replicas``).
+    At its default it is left out of the key and the label, so keys of earlier sweeps hold."""
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -54,10 +57,12 @@ class CellIdentity(RecordModel):
     def label(self) -> str:
         load = f"c{int(self.load_value)}" if self.load_mode == "concurrency" else f"r{self.load_value:g}"
         tail = f"r{self.repeat}" + ("-end" if self.phase == "baseline_end" else "")
+        tail += "-check" if self.replica_check else ""
         return f"{self.arm} / {self.prompt_class} / {load} / {self.sampling} / {tail}"
 
     def key(self, fingerprint_digest: str) -> str:
-        payload = json.dumps([self.model_dump(mode="json"), fingerprint_digest], sort_keys=True)
+        identity = self.model_dump(mode="json", exclude=None if self.replica_check else {"replica_check"})
+        payload = json.dumps([identity, fingerprint_digest], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -60,9 +60,12 @@ class HardwareSpec(ContractModel):
     accelerators_per_replica: PositiveInt = 1
     tensor_parallel_size: PositiveInt = 1
     interconnect: str | None = None
-    nodes: PositiveInt = Field(1, description="Nodes the sweep holds (the plan's layout; not fingerprinted).")
+    nodes: PositiveInt = Field(
+        1, description="Nodes the sweep holds (the layout: the plan's, and the baseline replicas; not fingerprinted)."
+    )
     accelerators_per_node: PositiveInt | None = Field(
-        None, description="Accelerators per node; unset: one arm's worth (tensor_parallel_size). Not fingerprinted."
+        None, description="Accelerators per node; unset: one arm's worth (tensor_parallel_size). Sets with nodes how "
+        "many arms and baseline replicas run at once. Not fingerprinted."
     )
     memory_bandwidth_gb_per_s: PositiveFloat | None = Field(
         None, description="The prior's memory bandwidth per accelerator; unset: the built-in table, or on "

@@ -1,8 +1,10 @@
 """The noise floor: run-to-run spread of the repeated baseline (seed: "Production gates").
 
 The same baseline configuration is measured at the start (phase "main", every repeat) and
-at the end of the sweep (phase "baseline_end"). Its relative spread in SLO-qualified
-tokens per second is the smallest saving a decision may trust.
+at the end of the sweep (phase "baseline_end"); where a baseline stage is split over replicas,
+its repeats land on different replicas and a few cells are measured on two of them
+(``specfleet.replicas``). Its relative spread in SLO-qualified tokens per second, over all of
+these, is the smallest saving a decision may trust.
 """
 
 from collections import defaultdict

@@ -15,6 +15,7 @@ from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.gates import EquivalenceProbe
 from specfleet.prompts import PromptItem
 from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe, item_answers, quality_samplings
+from specfleet.replicas import server_name
 from specfleet.results import ArmTiming, CellResult
 from specfleet.scored_set import ScoredSet
 from specfleet.server_args import server_args, server_env
@@ -136,15 +137,16 @@ def run_arm(
     store: ResultsStore,
     probe: bool = True,
     scored_sets: Mapping[str, ScoredSet | None] | None = None,
+    replica: int = 0,
 ) -> ArmOutcome:
     """Start the arm's server, probe equivalence, answer the ``scored_sets`` (by prompt class; None:
-    no quality probe), measure each (identity, key) cell, stop.
+    no quality probe), measure each (identity, key) cell, stop. ``replica`` names the server's log.
 
     Cells the store already holds complete are skipped, so a retried task never re-measures.
     A server that dies mid-cell fails that cell (reason and log tail kept) and is restarted,
     up to ``engine.max_restarts`` times, for the cells after it; ``--resume`` redoes the failed one.
     """
-    run = _ArmRun(config, arm, resolved, prompts_by_class, store)
+    run = _ArmRun(config, arm, resolved, prompts_by_class, store, store.log_path(server_name(arm.arm, replica)))
     done = store.complete_keys()
     remaining = [(identity, key) for identity, key in cells if key not in done]
     energy = EnergyWindow(*find_counter()) if remaining else None
@@ -172,6 +174,7 @@ class _ArmRun:
     resolved: dict[str, str]
     prompts_by_class: dict[str, list[PromptItem]]
     store: ResultsStore
+    log_path: Path
     clock: _Clock = field(default_factory=_Clock)
     outcome: ArmOutcome = field(init=False)
 
@@ -185,7 +188,7 @@ class _ArmRun:
         config, arm, store, phases = self.config, self.arm, self.store, self.clock.phases
         engine_version = engine_distribution()[1]
         self.clock.server_starts += 1
-        with _server(config, arm, self.resolved, store.log_path(arm.arm)) as server:
+        with _server(config, arm, self.resolved, self.log_path) as server:
             phases["startup_s"] += server.startup_s or 0.0
             endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
             if probe or scored_sets is not None:
@@ -202,7 +205,7 @@ class _ArmRun:
                 phases["measured_s"] += cell.throughput.duration_s
                 phases["warmup_s"] += max(0.0, time.monotonic() - t0 - cell.throughput.duration_s)
                 if not server.alive():  # failed (re-measured on resume), whenever in the cell it died
-                    cell = cell.with_reasons([_log_tail_reason(store.log_path(arm.arm))], server_failed=True)
+                    cell = cell.with_reasons([_log_tail_reason(self.log_path)], server_failed=True)
                     store.write_cell(cell)
                     self.outcome.cells.append(cell)
                     self.outcome.error = f"server died during cell {identity.label}"

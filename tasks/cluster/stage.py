@@ -44,11 +44,12 @@ class ArmReport:
 def arm_task(
     config: SweepConfig, arm: ArmPlan, cells: list[tuple[CellIdentity, str]], resolved: dict[str, str],
     prompts_by_class: dict[str, list[PromptItem]], results_root: str, sweep_id: str, probe: bool,
-    scored_sets: dict[str, ScoredSet | None] | None,
+    scored_sets: dict[str, ScoredSet | None] | None, replica: int = 0,
 ) -> dict[str, Any]:
     """One server life on a Ray worker; the store must be reachable there (local, or shared)."""
     store = ResultsStore(Path(results_root), sweep_id)
-    outcome = run_arm(config, arm, cells, resolved, prompts_by_class, store, probe=probe, scored_sets=scored_sets)
+    outcome = run_arm(config, arm, cells, resolved, prompts_by_class, store, probe=probe, scored_sets=scored_sets,
+                      replica=replica)
     return {
         "arm": outcome.arm, "error": outcome.error, "timing": outcome.timing.model_dump(mode="json"),
         "cells": [cell.model_dump(mode="json") for cell in outcome.cells],
@@ -73,6 +74,7 @@ def run_stage(plan: SweepPlan, stage: Sequence[ArmWork], resources: dict[str, An
         arm_task.options(**resources).remote(
             plan.config, work.arm, work.cells, plan.resolved, plan.prompts_by_class,
             str(plan.store.root), plan.sweep_id, work.probe, plan.scored_sets if work.quality_probe else None,
+            work.replica,
         ): work
         for work in stage
     }

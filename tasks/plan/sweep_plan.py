@@ -1,6 +1,7 @@
 """A sweep's plan: the validated config, its fingerprint, the matrix with stable cell keys,
 and which cells still need a measurement (the resume rule: a cell with a complete result
-in the results store is never measured again)."""
+in the results store is never measured again). Each baseline stage is split over as many
+identical replicas as arms fit at once (``specfleet.replicas``)."""
 
 import contextlib
 import secrets
@@ -14,7 +15,9 @@ from specfleet.engine_findings import EngineCheck, EngineChecks
 from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint, changed_parts
 from specfleet.prompts import PromptItem
+from specfleet.replicas import replica_shares
 from specfleet.scored_set import ScoredSet
+from specfleet.sweep_estimate import slots
 from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.fingerprint import compute_fingerprint
@@ -39,6 +42,8 @@ class ArmWork:
     """Run the equivalence probes: none stored yet for this arm."""
     quality_probe: bool = False
     """Answer the scored sets: the quality gate is configured and this arm stored no answers yet."""
+    replica: int = 0
+    """Which of the baseline's identical servers in its stage (0 for every other arm)."""
 
 
 @dataclass
@@ -69,8 +74,8 @@ class SweepPlan:
         self.store = ResultsStore(self.store.root, self.sweep_id)
 
     def stages(self) -> list[tuple[str, list[ArmWork]]]:
-        """Baseline, then every speculative arm side by side, then the baseline again: its
-        start and end cells bracket the night, so drift shows up in the noise floor."""
+        """Baseline (its replicas side by side), then every speculative arm side by side, then the
+        baseline again: its start and end cells bracket the night, so drift shows up in the noise floor."""
         stages = [
             ("baseline", [w for w in self.work if w.arm.is_baseline and w.phase == "main"]),
             ("speculative arms", [w for w in self.work if not w.arm.is_baseline]),
@@ -133,14 +138,19 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> Swee
     complete = store.complete_keys()
     arms = arm_plans(config)
     phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]
+    replicas = slots(config)[0]
     for arm, phase in phases:
-        cells = [(ident, ident.key(fingerprint.digest)) for ident in cell_identities(config, arm, phase)]
-        plan.cells.update({key: ident for ident, key in cells})
-        todo = [(ident, key) for ident, key in cells if key not in complete]
-        if todo:
-            main = phase == "main"
-            probe = main and store.read_json(probe_file("equivalence", arm.arm)) is None
-            quality = (main and config.equivalence.quality_tolerance is not None
-                       and store.read_json(probe_file("quality", arm.arm)) is None)
-            plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe, quality_probe=quality))
+        main = phase == "main"
+        probe = main and store.read_json(probe_file("equivalence", arm.arm)) is None
+        quality = (main and config.equivalence.quality_tolerance is not None
+                   and store.read_json(probe_file("quality", arm.arm)) is None)
+        identities = cell_identities(config, arm, phase)
+        for replica, share in enumerate(replica_shares(identities, replicas) if arm.is_baseline else [identities]):
+            cells = [(ident, ident.key(fingerprint.digest)) for ident in share]
+            plan.cells.update({key: ident for ident, key in cells})
+            todo = [(ident, key) for ident, key in cells if key not in complete]
+            if todo:  # the probes go to the first server of the arm that starts
+                plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe, quality_probe=quality,
+                                         replica=replica))
+                probe = quality = False
     return plan

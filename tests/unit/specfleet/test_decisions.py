@@ -247,6 +247,28 @@ def test_a_baseline_run_without_a_rate_is_left_out_of_the_noise_floor_and_named(
     assert source.endswith(f"left out, no rate: {cells[2].identity.label}")
 
 
+def as_replica_check(cell: CellResult) -> CellResult:
+    """The cell measured again on another baseline replica (``specfleet.replicas``)."""
+    ident = cell.identity.model_copy(update={"replica_check": True})
+    return cell.model_copy(update={"identity": ident, "key": ident.key("test")})
+
+
+def test_a_replica_check_cell_widens_the_noise_floor() -> None:
+    check = as_replica_check(make_cell(tps=120.0))
+    cells = [*baseline_pair(100.0, 110.0), check]
+    [floor] = baseline_noise(cells).values()
+    assert floor.runs[-1] == check.identity.label and check.identity.label.endswith("r0-check")
+    assert floor.relative_spread == pytest.approx(20 / 110)
+
+
+def test_a_replica_check_cell_is_pooled_with_the_baseline_like_a_repeat() -> None:
+    cells = [*baseline_pair(100.0, 200.0), as_replica_check(make_cell(tps=110.0)), make_cell("draft-k4", 4, tps=150.0)]
+    [decision] = run(cells)
+    assert decision.comparison is not None
+    assert decision.comparison.baseline_runs == 2  # the main run and its check; the end run feeds the noise only
+    assert decision.comparison.baseline_qualified_tokens_per_s == pytest.approx(105.0)
+
+
 def test_sample_from_records_counts_only_slo_met_tokens() -> None:
     ms = 1_000_000
     fast = RequestRecord(index=0, prompt_id="a", send_ns=0, chunk_ns=(100 * ms, 110 * ms, 120 * ms),

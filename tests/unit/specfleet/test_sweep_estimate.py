@@ -94,16 +94,24 @@ def test_the_demo_runs_one_arm_at_a_time_and_sums_its_parts() -> None:
     assert e.cost_usd == pytest.approx(e.accelerator_hours * config.hardware.accelerator_hour_usd)
 
 
-def test_a_node_of_eight_gpus_runs_four_tp2_arms_at_once_and_idles_six_in_the_baseline() -> None:
+def test_a_node_of_eight_gpus_runs_four_tp2_arms_at_once_and_splits_the_baseline_over_four_replicas() -> None:
     config = _config(accelerator="NVIDIA H200", tensor_parallel_size=2, accelerators_per_replica=2,
                      accelerators_per_node=8)
-    e = estimate_sweep(KnownTiming(), config, {}, budget_s=3600.0).estimate
-    opening = e.stages[0]
+    times = estimate_sweep(KnownTiming(), config, {}, budget_s=3600.0)
+    e = times.estimate
     assert e.accelerators == 8
-    assert opening.idle_accelerator_hours == pytest.approx(opening.accelerator_hours * 6 / 8)
+    for stage, replicas in ((e.stages[0], times.arms[:4]), (e.stages[2], times.arms[-4:])):
+        assert stage.servers == 4 and stage.cells == 6 + 4  # the six baseline cells, one check per replica
+        assert {a.arm.arm for a in replicas} == {"baseline"}
+        assert stage.wall_s == pytest.approx(max(a.wall_s for a in replicas))
+        busy_h = sum(a.wall_s for a in replicas) * 2 / 3600
+        assert stage.idle_accelerator_hours == pytest.approx(stage.wall_s * 8 / 3600 - busy_h)
+    assert [a.probe_s for a in times.arms[:4]] == [5.0, 0.0, 0.0, 0.0]  # the first replica probes
     spec = e.stages[1]  # three speculative arms on four slots: all at once, the longest sets the wall
-    assert spec.wall_s == pytest.approx(max(a.wall_s for a in estimate_sweep(KnownTiming(), config, {}).arms[1:4]))
+    assert spec.wall_s == pytest.approx(max(a.wall_s for a in times.arms[4:7]))
     assert e.fits_budget is (e.wall_s <= 3600.0)
+    one_server = _config()  # the same sweep on one CPU node: the baseline stage idles nothing but runs alone
+    assert e.stages[0].wall_s < estimate_sweep(KnownTiming(), one_server, {}).estimate.stages[0].wall_s
 
 
 def test_a_budget_below_the_plan_does_not_fit() -> None:

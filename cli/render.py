@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 console = Console()
 WIDE_COLUMNS = 160
+NOT_MEASURED_SHOWN = 20
+"""Not-measured cells listed at the end of a sweep; the rest are in summary.md."""
 LOCAL_MLFLOW_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 
 
@@ -123,12 +125,13 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
     terminal to wrap (``soft_wrap``), so a log keeps one line per statement. The per-cell cost table, the
     negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``."""
     from tasks.report.headline import MIX_TITLE, grouped_decision_lines, grouped_gate_lines, mix_lines
-    from tasks.report.tables import k_policy_lines
+    from tasks.report.tables import k_policy_lines, not_measured_line, not_measured_title
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold lines
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
     out.print(f"cells: {summary.cells_complete}/{summary.cells_planned} complete ({summary.cells_ok} ok, "
-              f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed); "
+              f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed"
+              + (f", {len(summary.not_measured)} not measured" if summary.not_measured else "") + "); "
               f"{summary.servers_started} servers started"
               + (f"; hardware: {summary.cost_table[0].hardware}" if summary.cost_table else ""))
     sections = [
@@ -139,6 +142,11 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
         ("k policy (specfleet rule, all prompt classes)",
          [line for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)]),
     ]
+    if summary.not_measured:
+        more = len(summary.not_measured) - NOT_MEASURED_SHOWN
+        sections.append((not_measured_title(len(summary.not_measured)),
+                         [not_measured_line(c) for c in summary.not_measured[:NOT_MEASURED_SHOWN]]
+                         + ([f"... and {more} more in {summary.results_dir}/summary.md"] if more > 0 else [])))
     for title, lines in sections:
         out.print(f"[bold]{title}[/bold]")
         for line in lines:

@@ -19,20 +19,24 @@ TrackingUri = Annotated[str | None, typer.Option(
 ResultsDir = Annotated[Path, typer.Option("--results-dir", help="Per-cell results, one folder per sweep.")]
 
 
-def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path) -> "SweepSummary":
+def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path,
+               budget: str | None = None, continue_sweep: bool = False) -> "SweepSummary":
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
+    from specfleet.budget import budgeted
     from tasks.cluster.interrupt import ctrl_c_stops_the_sweep
     from tasks.plan.preflight import check_inputs
-    from tasks.plan.sweep_plan import open_sweep
+    from tasks.plan.sweep_plan import check_continue, open_sweep
     from tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error():
-        check_inputs(config)  # bad input exits 2 before Prefect, Ray or an engine starts
+        checked = budgeted(check_inputs(config), budget)  # bad input exits 2 before Prefect, Ray or an engine starts
+        if continue_sweep:
+            check_continue(results_dir, checked.name, resume)
         if resume is not None:
             open_sweep(results_dir, resume)
         with ctrl_c_stops_the_sweep():
-            summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir))
+            summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir), budget, continue_sweep)
     print_sweep_summary(summary, resolve_uri(tracking_uri))
     return summary
 
@@ -47,12 +51,19 @@ def sweep(
     resume: Annotated[str | None, typer.Option("--resume", help="Sweep id: measure only its missing cells.")] = None,
     tracking_uri: TrackingUri = None,
     results_dir: ResultsDir = Path("results"),
+    budget: Annotated[str | None, typer.Option(
+        "--budget", help="Wall time from the start: 90m, 7h, 1d (over the config's budget block). No cell starts "
+        "once it and the closing baseline no longer fit; adaptive stopping is on.")] = None,
+    continue_sweep: Annotated[bool, typer.Option(
+        "--continue", help="Continue the newest unfinished sweep of CONFIG under --results-dir (a new one when "
+        "its fingerprint changed), most decision-relevant cells first.")] = False,
 ) -> None:
     """Measure every arm and cell of CONFIG on real servers and decide where speculation pays.
 
-    Exit 3 when some cells failed (their results are kept; --resume measures the rest).
+    Exit 3 when some cells failed (their results are kept; --resume measures the rest). Cells a
+    budget left out are listed as not measured (exit 0; --continue measures them).
     """
-    _exit_for(_run_sweep(config, resume, tracking_uri, results_dir))
+    _exit_for(_run_sweep(config, resume, tracking_uri, results_dir, budget, continue_sweep))
 
 
 def revalidate(

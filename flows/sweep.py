@@ -1,11 +1,13 @@
 """The sweep: measure every arm and cell on real servers, then decide where speculation pays.
 
 1. Plan: validate the config, fingerprint models, tokenizer, engine, methods and hardware,
-   expand the matrix, skip cells already complete (``--resume``).
+   expand the matrix, skip cells already complete (``--resume``, ``--continue``); under a budget,
+   predict each cell's time (``tasks.plan.budget.cell_budget``).
 2. Open the sweep's MLflow parent run (the contract as params, the fingerprint as tags).
 3. Measure in three stages of Ray tasks: the baseline, every speculative arm side by side,
    the baseline again (its end cells put overnight drift into the noise floor).
-   Each finished arm's cells become MLflow child runs.
+   Each finished arm's cells become MLflow child runs. Under a budget a cell that no longer fits
+   is not started (``specfleet.budget``) and is listed as not measured.
 4. Aggregate with the economics core: cost table, decisions, negative cells, k policy;
    publish them to MLflow, Prefect artifacts and the results dir.
 """
@@ -23,6 +25,7 @@ from specfleet.summary import SweepSummary, run_status
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
 from tasks.cluster.session import ray_session
+from tasks.plan.budget import cell_budget
 from tasks.report.markdown import summary_markdown
 from tasks.store.results import atomic_write_text
 from tasks.tracking.runs import tracking_uri
@@ -32,17 +35,23 @@ DEFAULT_RESULTS_DIR = "results"
 
 @flow(name="specfleet-sweep")
 def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None = None,
-               results_dir: str = DEFAULT_RESULTS_DIR) -> SweepSummary:
-    """Run (or resume) one sweep; returns its summary. Every cell is stored as it finishes;
-    MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing."""
-    started = time.monotonic()
-    plan = plan_sweep(Path(config_path), resume, Path(results_dir))
+               results_dir: str = DEFAULT_RESULTS_DIR, budget: str | None = None,
+               continue_sweep: bool = False) -> SweepSummary:
+    """Run (or resume, or continue) one sweep; returns its summary. Every cell is stored as it
+    finishes; MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing.
+    ``budget`` (``90m``, ``7h``) overrides the config's budget block, counted from the flow's start."""
+    started_unix_s = time.time()
+    plan = plan_sweep(Path(config_path), resume, Path(results_dir), budget, continue_sweep)
+    if plan.origin is not None:
+        Console().print(plan.origin, markup=False, highlight=False)
     Console().print(f"sweep id: {plan.sweep_id}")
     logger = get_run_logger()
     logger.info("sweep %s: %d of %d cells to measure on %d servers", plan.sweep_id,
                 plan.pending_cells, len(plan.cells), len(plan.work))
     for warning in plan.warnings:
         logger.warning(warning)
+    budget_s = None if plan.config.budget is None else plan.config.budget.duration_s
+    time_budget = None if budget_s is None else cell_budget(plan, budget_s, started_unix_s)
     tracker = SweepTracker(tracking_uri(tracking), plan.sweep_id)
     tracker.open(plan.config, plan.fingerprint)
     finished: SweepSummary | None = None  # set once everything is written: the run's status follows it
@@ -52,14 +61,14 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
             with ray_session(plan.config) as resources, CellProgress(plan.pending_cells) as progress:
                 for label, stage in plan.stages():
                     raise_if_interrupted()
-                    done = run_stage(plan, stage, resources, progress, label)
+                    done = run_stage(plan, stage, resources, progress, label, time_budget)
                     plan.pull_results()
                     tracker.log_cells([c for r in done for c in r.cells], plan.store, plan.fingerprint.digest)
                     reports += done
         stored = [c for c in plan.store.cells() if c.key in plan.cells]
         tracker.log_cells(stored, plan.store, plan.fingerprint.digest)  # any a crash left unlogged
         summary = aggregate(plan, reports)
-        summary = summary.model_copy(update={"wall_s": time.monotonic() - started})
+        summary = summary.model_copy(update={"wall_s": time.time() - started_unix_s})
         tracker.log_summary(summary, summary_markdown(summary))
         if tracker.offline is not None:
             summary = summary.model_copy(update={"notes": [*summary.notes, tracker.offline]})

@@ -11,6 +11,7 @@ from specfleet.decisions import Decision
 from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
 from specfleet.mix_verdict import MixVerdict
+from specfleet.not_measured import NotMeasuredCell
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import ArmTiming
 from specfleet.stats.quality import GateResult
@@ -36,8 +37,13 @@ class SweepSummary(RecordModel):
     cells_complete: int
     cells_ok: int
     cells_invalid: int
-    failed_cells: list[str] = Field(description="Label and reason of every cell without a complete result.")
-    servers_started: int = Field(description="Arms started in this invocation (0: nothing left to measure).")
+    failed_cells: list[str] = Field(description="Label and reason of every cell without a complete result, "
+                                    "except those the budget did not start (not_measured).")
+    not_measured: list[NotMeasuredCell] = Field(
+        default_factory=list, description="Cells the budget did not start, each with the performance model's "
+        "prediction (PREDICTED, never read by a decision); --continue measures them.")
+    servers_started: int = Field(description="Arms whose server started in this invocation (0: nothing left to "
+                                 "measure, or nothing fit the budget).")
     arms: list[ArmSummary]
     mix: list[MixVerdict] = Field(
         default_factory=list, description="The verdict at the traffic mix per speculative arm and k policy, "
@@ -65,6 +71,6 @@ class SweepSummary(RecordModel):
 
 def run_status(summary: SweepSummary | None) -> Literal["FINISHED", "FAILED"]:
     """The sweep's MLflow parent-run status: FINISHED only when it aggregated with every cell
-    complete, since revalidation trusts finished sweeps alone; FAILED (no summary, or cells
-    missing) says resume it."""
+    complete or left out by its budget, since revalidation trusts finished sweeps alone; FAILED
+    (no summary, or cells failed) says resume it."""
     return "FINISHED" if summary is not None and not summary.exit_failed else "FAILED"

@@ -4,6 +4,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from specfleet.contract.arms import ArmSpec
 from specfleet.contract.base import ContractModel
+from specfleet.contract.budget import BudgetSpec
 from specfleet.contract.checks import AnalysisSpec, EquivalenceSpec
 from specfleet.contract.models import EngineSpec, HardwareSpec, ModelsSpec
 from specfleet.contract.traffic import TrafficSpec, check_traffic
@@ -28,6 +29,10 @@ class SweepConfig(ContractModel):
     traffic: TrafficSpec | None = Field(
         None, description="Production traffic mix the verdict is weighted by; unset: equal class shares and "
         "the measured loads weighted equally (specfleet.traffic.effective_mix)."
+    )
+    budget: BudgetSpec | None = Field(
+        None, description="Run within a wall-clock budget (specfleet sweep --budget overrides it); unset: every "
+        "cell is measured, however long it takes."
     )
 
     @field_validator("traffic")

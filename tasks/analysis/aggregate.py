@@ -13,6 +13,7 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decision_table import decision_rows, negative_cells
 from specfleet.engine_findings import EngineChecks
 from specfleet.gates import EquivalenceProbe
+from specfleet.not_measured import not_measured_cells
 from specfleet.quality_gates import QualityProbe
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import ArmSummary, SweepSummary
@@ -54,8 +55,9 @@ def stored_engine_checks(sweep_dir: Path) -> EngineChecks:
         checks=[])
 
 
-def analyse_stored(sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult]) -> SweepAnalysis:
-    return analyse_sweep(config, cells, stored_records(sweep_dir, cells), stored_probes(sweep_dir, config),
+def analyse_stored(sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult],
+                   records: Mapping[str, Sequence[RequestRecord]]) -> SweepAnalysis:
+    return analyse_sweep(config, cells, records, stored_probes(sweep_dir, config),
                          stored_quality(sweep_dir, config), stored_engine_checks(sweep_dir).findings)
 
 
@@ -67,18 +69,24 @@ def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping
 
 
 def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
-    """Read every stored cell of the sweep and run the economics core over them."""
+    """Read every stored cell of the sweep and run the economics core over them; the cells the
+    budget did not start are listed apart, beside their predictions."""
     cells = [c for c in plan.store.cells() if c.key in plan.cells]
     by_key = {c.key: c for c in cells}
     complete = {c.key for c in cells if c.status != "failed"}
+    order = {key: rank for rank, key in enumerate(plan.cells)}
+    skipped = sorted((s for r in reports for s in r.not_measured if s.key not in complete), key=lambda s: order[s.key])
+    accounted = complete | {s.key for s in skipped}
     errors = {r.arm: r.error.splitlines()[0] for r in reports if r.error}
-    analysis = analyse_stored(plan.store.dir, plan.config, cells)
+    records = stored_records(plan.store.dir, cells)
+    analysis = analyse_stored(plan.store.dir, plan.config, cells, records)
     return SweepSummary(
         sweep_id=plan.sweep_id, config_name=plan.config.name, fingerprint=plan.fingerprint.digest,
         resumed=plan.resumed, cells_planned=len(plan.cells), cells_complete=len(complete),
         cells_ok=sum(c.status == "ok" for c in cells), cells_invalid=sum(c.status == "invalid" for c in cells),
-        failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in complete],
-        servers_started=len(reports),
+        failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in accounted],
+        not_measured=not_measured_cells(plan.sweep_id, plan.config, cells, records, skipped),
+        servers_started=sum(r.timing is None or r.timing.server_starts > 0 for r in reports),
         arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
                          timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
               for r in reports],

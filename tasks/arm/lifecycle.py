@@ -1,7 +1,9 @@
 """One arm's whole server life: start, equivalence and quality probes, its cells, stop.
 
 This is the unit of work a Ray task runs (``tasks/cluster/stage.py``); it returns plain results
-and writes each cell to the results store as soon as it is measured.
+and writes each cell to the results store as soon as it is measured. Under a budget
+(``specfleet.budget``) its cells run most decision-relevant first, a cell that does not fit is
+not started, and a server is not started when none of its cells fits.
 """
 
 import asyncio
@@ -11,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specfleet.budget import CellBudget, NotMeasured, bracket_keys, by_priority, fits, not_measured
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.gates import EquivalenceProbe
 from specfleet.prompts import PromptItem
@@ -40,6 +43,8 @@ class ArmOutcome:
     cells: list[CellResult] = field(default_factory=list)
     error: str | None = None
     timing: ArmTiming = field(default_factory=ArmTiming)
+    not_measured: list[NotMeasured] = field(default_factory=list)
+    """Cells the budget did not start."""
 
 
 @dataclass
@@ -84,6 +89,31 @@ def cell_plan(
         client_lag_limit_ms=config.load.client_lag_limit_ms,
         adaptive_stopping=config.load.adaptive_stopping, confidence=config.analysis.confidence,
     )
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """Which cells may start: under a ``budget``, those that fit and the closing baseline's
+    ``bracket`` cells (``specfleet.budget``); without one, every cell."""
+
+    budget: CellBudget | None = None
+    closing: bool = False
+    bracket: frozenset[str] = frozenset()
+
+    def allows(self, key: str, now_unix_s: float) -> bool:
+        return self.budget is None or key in self.bracket or fits(self.budget, key, now_unix_s, self.closing)
+
+    def start_s(self, arm: str) -> float:
+        """The arm's predicted start-up and probes."""
+        return 0.0 if self.budget is None else self.budget.server_start_s.get(arm, 0.0)
+
+    def worth_a_start(self, arm: str, cells: Sequence[tuple[CellIdentity, str]]) -> bool:
+        """Does any of ``cells`` fit once the server has started?"""
+        return any(self.allows(key, time.time() + self.start_s(arm)) for _, key in cells)
+
+    def skipped(self, identity: CellIdentity, key: str, start_s: float = 0.0) -> NotMeasured:
+        assert self.budget is not None
+        return not_measured(self.budget, identity, key, time.time(), self.closing, start_s)
 
 
 def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_path: Path) -> ArmServer:
@@ -138,6 +168,8 @@ def run_arm(
     probe: bool = True,
     scored_sets: Mapping[str, ScoredSet | None] | None = None,
     replica: int = 0,
+    budget: CellBudget | None = None,
+    closing: bool = False,
 ) -> ArmOutcome:
     """Start the arm's server, probe equivalence, answer the ``scored_sets`` (by prompt class; None:
     no quality probe), measure each (identity, key) cell, stop. ``replica`` names the server's log.
@@ -145,15 +177,25 @@ def run_arm(
     Cells the store already holds complete are skipped, so a retried task never re-measures.
     A server that dies mid-cell fails that cell (reason and log tail kept) and is restarted,
     up to ``engine.max_restarts`` times, for the cells after it; ``--resume`` redoes the failed one.
+    Under a ``budget`` (``closing``: these are the closing baseline's cells) cells run by priority
+    and those that do not fit are returned as not measured; no server starts when none fits.
     """
     run = _ArmRun(config, arm, resolved, prompts_by_class, store, store.log_path(server_name(arm.arm, replica)))
     done = store.complete_keys()
     remaining = [(identity, key) for identity, key in cells if key not in done]
+    if budget is not None:  # a replica's check cell stays first: it repeats the previous replica's first cell
+        remaining = sorted(by_priority(budget, remaining, lambda cell: cell[1]), key=lambda c: not c[0].replica_check)
+        measured = (c.identity for c in store.cells() if c.key in done)
+        run.gate = _Gate(budget, closing, bracket_keys(remaining, measured) if closing else frozenset())
     energy = EnergyWindow(*find_counter()) if remaining else None
     while remaining and energy is not None:
         if run.clock.server_starts > config.engine.max_restarts:
             run.outcome.error = (f"{run.outcome.error}; not restarted again (engine.max_restarts "
                                  f"{config.engine.max_restarts}), {len(remaining)} cells left for --resume")
+            break
+        if not run.gate.worth_a_start(arm.arm, remaining):
+            start_s = run.gate.start_s(arm.arm)
+            run.outcome.not_measured += [run.gate.skipped(identity, key, start_s) for identity, key in remaining]
             break
         try:
             first = run.clock.server_starts == 0
@@ -176,6 +218,7 @@ class _ArmRun:
     store: ResultsStore
     log_path: Path
     clock: _Clock = field(default_factory=_Clock)
+    gate: _Gate = field(default_factory=_Gate)
     outcome: ArmOutcome = field(init=False)
 
     def __post_init__(self) -> None:
@@ -199,6 +242,9 @@ class _ArmRun:
                     asyncio.run(_answer_scored_sets(config, arm, endpoint, scored_sets, store))
                 phases["probe_s"] += time.monotonic() - t0
             for index, (identity, key) in enumerate(cells):
+                if not self.gate.allows(key, time.time()):
+                    self.outcome.not_measured.append(self.gate.skipped(identity, key))
+                    continue
                 t0 = time.monotonic()
                 plan = cell_plan(config, identity, key, self.prompts_by_class[identity.prompt_class])
                 cell = asyncio.run(measure_cell(endpoint, plan, energy, store, server.survived, engine_version))

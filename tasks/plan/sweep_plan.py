@@ -1,15 +1,18 @@
-"""A sweep's plan: the validated config, its fingerprint, the matrix with stable cell keys,
-and which cells still need a measurement (the resume rule: a cell with a complete result
-in the results store is never measured again). Each baseline stage is split over as many
-identical replicas as arms fit at once (``specfleet.replicas``)."""
+"""A sweep's plan: the validated config (under a budget, as ``specfleet.budget.budgeted`` runs
+it), its fingerprint, the matrix with stable cell keys, and which cells still need a measurement
+(the resume rule: a cell with a complete result in the results store is never measured again;
+``--continue`` resumes the newest unfinished sweep of the config when its fingerprint is unchanged).
+Each baseline stage is split over as many identical replicas as arms fit at once (``specfleet.replicas``)."""
 
 import contextlib
+import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from specfleet.budget import budgeted
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
 from specfleet.engine_findings import EngineCheck, EngineChecks
 from specfleet.errors import InputError
@@ -60,6 +63,8 @@ class SweepPlan:
     """The quality gate's held-out items by prompt class; None where a class has none."""
     warnings: list[str]
     engine_checks: list[EngineCheck]
+    origin: str | None = None
+    """With ``--continue``: which sweep it continues, or why it started a new one (one line)."""
     cells: dict[str, CellIdentity] = field(default_factory=dict)
     """Every planned cell by key, complete or not."""
     work: list[ArmWork] = field(default_factory=list)
@@ -102,25 +107,87 @@ def open_sweep(results_dir: Path, sweep_id: str) -> tuple[ResultsStore, dict[str
     return store, stored
 
 
+def _changed(stored: dict[str, Any], fingerprint: Fingerprint) -> str | None:
+    """The changed fingerprint parts of a stored sweep, None when its fingerprint is ``fingerprint``."""
+    old = Fingerprint.model_validate(stored["fingerprint"])
+    return None if old.digest == fingerprint.digest else ", ".join(changed_parts(old, fingerprint)) or "fingerprint"
+
+
 def _check_resume(sweep_id: str, stored: dict[str, Any], config: SweepConfig, fingerprint: Fingerprint) -> None:
     """A resumed sweep must measure the same thing: same config name, same fingerprint."""
     if stored.get("name") != config.name:
         raise InputError(f"--resume {sweep_id}: that sweep ran config {stored.get('name')!r}, not {config.name!r}")
-    old = Fingerprint.model_validate(stored["fingerprint"])
-    if old.digest != fingerprint.digest:
-        parts = ", ".join(changed_parts(old, fingerprint)) or "fingerprint"
+    if (parts := _changed(stored, fingerprint)) is not None:
         raise InputError(f"--resume {sweep_id}: {parts} changed since that sweep started; "
                          "start a new sweep (results of different fingerprints never mix)")
 
 
-def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> SweepPlan:
-    """Validate, resolve models, fingerprint, expand the matrix and subtract complete cells."""
-    config = load_sweep_config(config_path)
+def stored_sweeps(results_dir: Path, name: str) -> list[tuple[str, dict[str, Any]]]:
+    """(sweep id, what it recorded when it started) of every sweep of config ``name`` under
+    ``results_dir`` on this machine, newest first (ids sort by their UTC start time)."""
+    found = []
+    for path in results_dir.glob(f"*/{SWEEP_FILE}"):
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("name") == name:
+            found.append((path.parent.name, stored))
+    return sorted(found, key=lambda item: item[0], reverse=True)
+
+
+def check_continue(results_dir: Path, name: str, resume: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """The sweeps ``--continue`` chooses from; an ``InputError`` with ``--resume`` or when there is none."""
+    if resume is not None:
+        raise InputError("--continue and --resume: give one (--continue finds the sweep itself)")
+    found = stored_sweeps(results_dir, name)
+    if not found:
+        raise InputError(f"--continue: no earlier sweep of config {name!r} under {results_dir}")
+    return found
+
+
+def planned_cells(config: SweepConfig, digest: str) -> list[tuple[ArmPlan, Phase, int, list[tuple[CellIdentity, str]]]]:
+    """Every server start of the sweep in order, each baseline stage split over its replicas and the
+    baseline again at the end: (arm, phase, replica, its (identity, key) cells)."""
+    arms = arm_plans(config)
+    phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]
+    replicas = slots(config)[0]
+    out = []
+    for arm, phase in phases:
+        identities = cell_identities(config, arm, phase)
+        for replica, share in enumerate(replica_shares(identities, replicas) if arm.is_baseline else [identities]):
+            out.append((arm, phase, replica, [(ident, ident.key(digest)) for ident in share]))
+    return out
+
+
+def continued_sweep(results_dir: Path, config: SweepConfig, fingerprint: Fingerprint,
+                    found: list[tuple[str, dict[str, Any]]]) -> tuple[str | None, str]:
+    """The sweep ``--continue`` resumes (None: start a new one) and one line saying which and why:
+    the newest of ``found`` with a planned cell not complete in its store, if its fingerprint is unchanged."""
+    for sweep_id, stored in found:
+        digest = Fingerprint.model_validate(stored["fingerprint"]).digest
+        keys = {key for _, _, _, cells in planned_cells(config, digest) for _, key in cells}
+        missing = len(keys - ResultsStore(results_dir, sweep_id).complete_keys())
+        if not missing:
+            continue
+        if (parts := _changed(stored, fingerprint)) is not None:
+            return None, f"--continue: {parts} changed since sweep {sweep_id} started; starting a new sweep"
+        return sweep_id, f"--continue: sweep {sweep_id}, {missing} of {len(keys)} cells left to measure"
+    return None, f"--continue: every sweep of config {config.name!r} under {results_dir} is finished; " \
+                 "starting a new sweep"
+
+
+def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget: str | None = None,
+               continue_sweep: bool = False) -> SweepPlan:
+    """Validate, resolve models, fingerprint, expand the matrix and subtract complete cells.
+    ``budget`` (``--budget``) overrides the config's budget block; ``continue_sweep`` is ``--continue``."""
+    config = budgeted(load_sweep_config(config_path), budget)
+    found = check_continue(results_dir, config.name, resume) if continue_sweep else []
     base_dir = config_base_dir(config_path)
     prompts = {pc.name: load_prompt_class(pc, base_dir) for pc in config.prompt_classes}
     scored_sets = load_scored_sets(config, base_dir)
     resolved = resolve_models(config)
     fingerprint = compute_fingerprint(config, resolved)
+    origin = None
+    if continue_sweep:
+        resume, origin = continued_sweep(results_dir, config, fingerprint, found)
     if resume is not None:
         store, stored = open_sweep(results_dir, resume)
         _check_resume(resume, stored, config, fingerprint)
@@ -134,23 +201,18 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path) -> Swee
     plan = SweepPlan(config=config, config_path=config_path, sweep_id=store.sweep_id, resumed=resume is not None,
                      resolved=resolved, fingerprint=fingerprint, store=store, prompts_by_class=prompts,
                      scored_sets=scored_sets, warnings=[*tokenizer_warnings(config, resolved), *findings],
-                     engine_checks=checks)
+                     engine_checks=checks, origin=origin)
     complete = store.complete_keys()
-    arms = arm_plans(config)
-    phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]
-    replicas = slots(config)[0]
-    for arm, phase in phases:
-        main = phase == "main"
-        probe = main and store.read_json(probe_file("equivalence", arm.arm)) is None
-        quality = (main and config.equivalence.quality_tolerance is not None
-                   and store.read_json(probe_file("quality", arm.arm)) is None)
-        identities = cell_identities(config, arm, phase)
-        for replica, share in enumerate(replica_shares(identities, replicas) if arm.is_baseline else [identities]):
-            cells = [(ident, ident.key(fingerprint.digest)) for ident in share]
-            plan.cells.update({key: ident for ident, key in cells})
-            todo = [(ident, key) for ident, key in cells if key not in complete]
-            if todo:  # the probes go to the first server of the arm that starts
-                plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe, quality_probe=quality,
-                                         replica=replica))
-                probe = quality = False
+    probed: set[str] = set()  # the probes go to the first server of the arm that starts
+    for arm, phase, replica, cells in planned_cells(config, fingerprint.digest):
+        plan.cells.update({key: ident for ident, key in cells})
+        todo = [(ident, key) for ident, key in cells if key not in complete]
+        if todo:
+            first = phase == "main" and arm.arm not in probed
+            probed.add(arm.arm)
+            probe = first and store.read_json(probe_file("equivalence", arm.arm)) is None
+            quality = (first and config.equivalence.quality_tolerance is not None
+                       and store.read_json(probe_file("quality", arm.arm)) is None)
+            plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe, quality_probe=quality,
+                                     replica=replica))
     return plan

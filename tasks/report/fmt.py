@@ -29,6 +29,13 @@ def speedup_range(estimate: float | None, low: float | None, high: float | None)
     return f"{estimate:.2f}x [{low:.2f}, {high:.2f}]"
 
 
+def num_range(value: float | None, low: float | None, high: float | None, spec: str = ",.1f") -> str:
+    """``674.2 [518.9, 932.9]``; the bracket is left out when either end is missing."""
+    if value is None:
+        return NA
+    return f"{value:{spec}}" if low is None or high is None else f"{value:{spec}} [{low:{spec}}, {high:{spec}}]"
+
+
 def difference(interval: Interval | None) -> str:
     """A score difference with its interval: ``-0.050 [-0.120, +0.000]``."""
     if interval is None:

@@ -16,6 +16,7 @@ from tasks.report.headline import (
     mix_description,
     mix_verdict_lines,
 )
+from tasks.report.tables import not_measured_line, not_measured_title
 from tasks.report.views import load_label
 
 TEMPLATE = "report.html.j2"
@@ -51,10 +52,11 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("tasks.report", "templates"), autoescape=select_autoescape(["j2"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt.num, pct=fmt.pct, speedup=fmt.speedup, config_json=fmt.config_json,
-                       saving_range=fmt.saving_range, difference=fmt.difference)
+                       saving_range=fmt.saving_range, difference=fmt.difference, not_measured=not_measured_line)
     env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA, mix_title=MIX_TITLE,
                        mix_description=mix_description, mix_verdict_lines=mix_verdict_lines,
-                       mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures)
+                       mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures,
+                       not_measured_title=not_measured_title)
     return env
 
 

@@ -20,6 +20,7 @@ from specfleet.fingerprint import Fingerprint
 from specfleet.gates import ArmEquivalence, arm_equivalence
 from specfleet.kpolicy import KPolicyReport
 from specfleet.mix_verdict import MixVerdict
+from specfleet.not_measured import NotMeasuredCell
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import SweepSummary
@@ -49,6 +50,8 @@ class ReportData:
     decisions_source: str
     notes: list[str]
     failed_cells: list[str]
+    not_measured: list[NotMeasuredCell]
+    """Cells the sweep's budget did not start, with their predictions (from its summary)."""
     engine_checks: list[EngineCheck]
 
     @property
@@ -107,6 +110,7 @@ def load_report_data(sweep_dir: Path) -> ReportData:
         summary = SweepSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
         decisions, policies, mix = summary.decisions, summary.k_policy, summary.mix
         origin, notes, failed = f"the sweep's {SUMMARY_FILE}", summary.notes, summary.failed_cells
+        not_measured = summary.not_measured
         if not mix:  # a summary written before the verdict at the mix existed: made from its decisions
             mix, why = sweep_mix(config, decisions, policies, cells, records)
             notes = notes if why is None or why in notes else [*notes, why]
@@ -114,11 +118,11 @@ def load_report_data(sweep_dir: Path) -> ReportData:
         analysis = analyse_sweep(config, cells, records, probes, answers, engine.findings)
         decisions, policies, mix = analysis.decisions, analysis.policies, analysis.mix
         origin = f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
-        notes, failed = analysis.notes, []
+        notes, failed, not_measured = analysis.notes, [], []
     return ReportData(
         sweep_id=sweep_dir.name, sweep_dir=sweep_dir, config=config, config_source=source,
         fingerprint=Fingerprint.model_validate(stored["fingerprint"]), cells=cells, records=records,
         equivalence=equivalence, quality=sweep_quality(config, answers, engine.findings), decisions=decisions,
         policies=policies, mix=mix, decisions_source=origin, notes=notes, failed_cells=failed,
-        engine_checks=engine.checks,
+        not_measured=not_measured, engine_checks=engine.checks,
     )

@@ -17,20 +17,23 @@ from tasks.report.tables import (
     gate_lines,
     k_policy_lines,
     markdown_table,
+    not_measured_line,
+    not_measured_title,
 )
 from tasks.report.views import load_label
 
 
 def summary_markdown(summary: SweepSummary) -> str:
     """The sweep summary: counts, the verdict at the traffic mix, cost table, negative cells, k
-    policy, overhead, gates, notes."""
+    policy, overhead, gates, notes, then the failed cells and the cells the budget did not measure."""
     hardware = summary.cost_table[0].hardware if summary.cost_table else None
     parts = [
         f"# Sweep {summary.sweep_id}\n\n",
         f"Config `{summary.config_name}`, fingerprint `{summary.fingerprint}`"
         + (f", {hardware}" if hardware else "") + ".\n",
         f"Cells: {summary.cells_complete}/{summary.cells_planned} complete ({summary.cells_ok} ok, "
-        f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed); "
+        f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed"
+        + (f", {len(summary.not_measured)} not measured (budget)" if summary.not_measured else "") + "); "
         f"{summary.servers_started} servers started in this run.\n\n",
         mix_markdown(summary.mix),
         "\n## Cost per million SLO-qualified tokens and decisions\n\n",
@@ -47,6 +50,9 @@ def summary_markdown(summary: SweepSummary) -> str:
         parts += ["\n## Notes\n\n", *(f"- {note}\n" for note in summary.notes)]
     if summary.failed_cells:
         parts += ["\n## Failed cells (resume to measure them)\n\n", *(f"- {f}\n" for f in summary.failed_cells)]
+    if summary.not_measured:
+        parts += [f"\n## {not_measured_title(len(summary.not_measured))}\n\n",
+                  *(f"- {not_measured_line(c)}\n" for c in summary.not_measured)]
     return "".join(parts)
 
 
@@ -131,6 +137,9 @@ def render_markdown(content: ReportContent, html_name: str) -> str:
     ]
     if d.failed_cells:
         lines += ["", "## Failed cells", "", *(f"- {f}" for f in d.failed_cells)]
+    if d.not_measured:
+        lines += ["", f"## {not_measured_title(len(d.not_measured))}", "",
+                  *(f"- {not_measured_line(c)}" for c in d.not_measured)]
     if d.notes:
         lines += ["", "## Notes", "", *(f"- {n}" for n in d.notes)]
     return "\n".join(lines) + "\n"

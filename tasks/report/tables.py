@@ -1,7 +1,7 @@
 """The sweep's tables as text, one column set per table over the typed rows: the cost table and
 the negative-result cells (``DecisionRow``), the sweep overhead (``ArmSummary``), the k policy
-(``KPolicyReport``) and the gates (``GateResult``). The markdown summary, the report and the
-CLI's rich tables all render these.
+(``KPolicyReport``), the gates (``GateResult``) and the cells a budget did not measure
+(``NotMeasuredCell``). The markdown summary, the report and the CLI's rich tables all render these.
 
 A figure that was not measured prints as ``fmt.NA``; the row's reason says why.
 """
@@ -13,6 +13,7 @@ from typing import TypeVar
 from specfleet.decision_table import DecisionRow
 from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
+from specfleet.not_measured import NotMeasuredCell
 from specfleet.quality_gates import QualityCheck
 from specfleet.stats.quality import GateResult
 from specfleet.summary import ArmSummary
@@ -61,6 +62,26 @@ def markdown_table(rows: Sequence[Row], columns: Sequence[Column[Row]]) -> str:
     lines = ["| " + " | ".join(name for name, _ in columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(render(row).replace("|", "\\|") for _, render in columns) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def not_measured_title(count: int) -> str:
+    return f"Not measured ({count} cell{'s' if count != 1 else ''}): the budget did not start them; " \
+           "--continue measures them; never in a decision"
+
+
+def not_measured_line(cell: NotMeasuredCell) -> str:
+    """``LABEL: budget: predicted 42 s, 30 s left; PREDICTED (not measured): figures [interval]``, or
+    ``...; no prediction: why``."""
+    head = f"{cell.label}: {cell.reason}: {cell.detail}"
+    p = cell.prediction
+    if p is None:
+        return f"{head}; no prediction: {cell.prediction_note}"
+    tps, cost, speedup = p.interval.qualified_tokens_per_s, p.interval.cost_per_million_usd, p.interval.speedup
+    figures = [f"qualified tokens/s {fmt.num_range(p.qualified_tokens_per_s, tps.low, tps.high)}"]
+    if speedup is not None:
+        figures.append(f"speedup {fmt.speedup_range(p.speedup, speedup.low, speedup.high)}")
+    figures.append(f"$/M {fmt.num_range(p.cost_per_million_usd, cost.low, cost.high, ',.2f')}")
+    return f"{head}; PREDICTED (not measured): {', '.join(figures)}"
 
 
 def k_policy_lines(report: KPolicyReport) -> list[str]:

@@ -211,7 +211,8 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
     _log_batch(client, parent_id, metrics={
         "cells_planned": summary.cells_planned, "cells_complete": summary.cells_complete,
         "cells_ok": summary.cells_ok, "cells_invalid": summary.cells_invalid,
-        "cells_failed": len(summary.failed_cells), "decisions_adopted": adopted,
+        "cells_failed": len(summary.failed_cells), "cells_not_measured": len(summary.not_measured),
+        "decisions_adopted": adopted,
         "decisions_rejected": len(summary.cost_table) - adopted, **quality_metrics(summary.quality),
         **mix_metrics(summary.mix),
     })

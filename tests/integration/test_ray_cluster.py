@@ -181,7 +181,7 @@ def light_arm(arm: str, seconds: float, marks: str) -> dict[str, Any]:
         handle.write(node + "\n")
     attempts = path.read_text().split()
     time.sleep(seconds if len(attempts) == 1 else 1.0)
-    return {"arm": arm, "error": None, "timing": {"wall_s": seconds}, "cells": [], "node": node}
+    return {"arm": arm, "error": None, "timing": {"wall_s": seconds}, "cells": [], "not_measured": [], "node": node}
 
 
 def _work(arm: str) -> ArmWork:

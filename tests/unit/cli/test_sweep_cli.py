@@ -66,3 +66,39 @@ def test_yaml_tags_are_never_evaluated(tmp_path: Path) -> None:
         "name: unit-sweep", f"name: !!python/object/apply:os.system ['touch {planted}']"))
     code, message = _bad_input(tmp_path)
     assert code == 2 and "sweep.yaml" in message and not planted.exists()
+
+
+def _sweep(tmp_path: Path, *args: str) -> tuple[int, str]:
+    result = runner.invoke(_app(), ["sweep", str(tmp_path / "sweep.yaml"), *args,
+                                    "--results-dir", str(tmp_path / "results")])
+    assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1, result.output
+    return result.exit_code, result.stderr.strip()
+
+
+def test_a_bad_budget_block_names_the_file_line_and_field(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    config.write_text(config.read_text() + "budget: {duration: 7x}\n")
+    code, message = _sweep(tmp_path)
+    line = len(config.read_text().splitlines())
+    assert code == 2 and message.startswith(f"error: {config}:{line}: budget.duration: '7x' is not a duration")
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("flag", ["7", "1.5h", "soon"])
+def test_a_bad_budget_flag_names_the_flag(tmp_path: Path, flag: str) -> None:
+    write_config(tmp_path)
+    assert _sweep(tmp_path, "--budget", flag) == (
+        2, f"error: --budget: {flag!r} is not a duration like 30s, 90m, 7h or 1d")
+    assert not (tmp_path / "results").exists()
+
+
+def test_continue_without_an_earlier_sweep_exits_2(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    assert _sweep(tmp_path, "--budget", "7h", "--continue") == (
+        2, f"error: --continue: no earlier sweep of config 'unit-sweep' under {tmp_path / 'results'}")
+
+
+def test_continue_and_resume_together_exit_2(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    assert _sweep(tmp_path, "--continue", "--resume", "some-sweep") == (
+        2, "error: --continue and --resume: give one (--continue finds the sweep itself)")

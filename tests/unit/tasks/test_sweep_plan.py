@@ -11,9 +11,10 @@ from specfleet.errors import InputError
 from specfleet.quality_gates import ClassAnswers, QualityProbe, item_answers
 from specfleet.summary import SweepSummary, run_status
 from tasks.analysis.aggregate import aggregate
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.report.tables import COST_COLUMNS, markdown_table
+from tasks.store.results import ResultsStore
 from tests.unit.tasks.sweep_data import records, store_cell, write_config
 
 
@@ -169,3 +170,46 @@ def test_unmeasured_figures_print_as_na() -> None:
         "engine": "vllm", "hardware": "cpu", "sampling": "greedy"})
     table = markdown_table([row], COST_COLUMNS)
     assert "| ngram | 3 | chat | c4 | n/a | n/a | n/a |" in table and "baseline_not_usable" in table
+
+
+def _stored_sweep(results: Path, template: SweepPlan, sweep_id: str, phases: set[tuple[str, str]],
+                  name: str = "unit-sweep") -> None:
+    """A sweep as an earlier run left it: ``template``'s fingerprint, its cells of (arm, phase) in ``phases``."""
+    store = ResultsStore(results, sweep_id)
+    store.write_json(SWEEP_FILE, {"name": name, "config": str(template.config_path),
+                                  "fingerprint": template.fingerprint.model_dump(mode="json")})
+    for key, ident in template.cells.items():
+        if (ident.arm, ident.phase) in phases:
+            store_cell(store, template.config, ident, key, records(gap_ms=5))
+
+
+def test_continue_picks_the_newest_unfinished_sweep_of_the_config(tmp_path: Path) -> None:
+    write_config(tmp_path)
+    template = plan_sweep(tmp_path / "sweep.yaml", None, tmp_path / "elsewhere")
+    results = tmp_path / "results"
+    every = {("baseline", "main"), ("draft-k2", "main"), ("baseline", "baseline_end")}
+    _stored_sweep(results, template, "unit-sweep-20260101T000000Z-aaaa", {("baseline", "main")})
+    _stored_sweep(results, template, "unit-sweep-20260102T000000Z-bbbb", every - {("baseline", "baseline_end")})
+    _stored_sweep(results, template, "unit-sweep-20260103T000000Z-cccc", every)  # finished
+    _stored_sweep(results, template, "unit-sweep-20260104T000000Z-dddd", set(), name="another-config")
+
+    def _continue() -> SweepPlan:
+        return plan_sweep(tmp_path / "sweep.yaml", None, results, "7h", continue_sweep=True)
+
+    plan = _continue()
+    assert (plan.sweep_id, plan.resumed) == ("unit-sweep-20260102T000000Z-bbbb", True)
+    assert plan.origin == "--continue: sweep unit-sweep-20260102T000000Z-bbbb, 1 of 3 cells left to measure"
+    assert [(w.arm.arm, w.phase) for w in plan.work] == [("baseline", "baseline_end")]
+    _measure(plan, {"baseline"}, phase="baseline_end")
+    plan = _continue()  # that one is finished now: the next newest unfinished one
+    assert plan.sweep_id == "unit-sweep-20260101T000000Z-aaaa"
+    assert [(w.arm.arm, w.phase) for w in plan.work] == [("draft-k2", "main"), ("baseline", "baseline_end")]
+    (tmp_path / "draft" / "model.safetensors").write_bytes(b"retrained")
+    plan = _continue()
+    assert plan.origin == ("--continue: draft changed since sweep unit-sweep-20260101T000000Z-aaaa started; "
+                           "starting a new sweep")
+    assert not plan.resumed and plan.sweep_id.startswith("unit-sweep-2") and plan.pending_cells == 3
+    for sweep in ("unit-sweep-20260101T000000Z-aaaa", plan.sweep_id):
+        _stored_sweep(results, plan, sweep, every)
+    assert _continue().origin == (f"--continue: every sweep of config 'unit-sweep' under {results} is finished; "
+                                  "starting a new sweep")

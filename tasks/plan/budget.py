@@ -1,0 +1,48 @@
+"""A sweep plan's ``CellBudget``: the deadline, the closing baseline's reserve, and each pending
+cell's predicted seconds and priority (``specfleet.budget`` says how a sweep uses them).
+
+The times are ``specfleet plan``'s (``specfleet.sweep_estimate``): calibrated on the sweep itself
+when it is resumed or continued with usable cells, its servers' start-up from its own records;
+the performance model's cold-start prior otherwise. The order is ``specfleet.cell_priority``'s.
+"""
+
+from specfleet.budget import CellBudget
+from specfleet.cell_priority import cell_order
+from specfleet.errors import InputError
+from specfleet.plan_timing import CalibratedTiming, PriorTiming
+from specfleet.sweep_estimate import estimate_sweep, slots, stage_wall_s
+from tasks.plan.estimate import calibrated_timing, prior_timing
+from tasks.plan.preflight import config_base_dir
+from tasks.plan.sweep_plan import SweepPlan
+
+
+def _timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
+    """Calibrated on the sweep's own cells when it has usable ones, else the prior."""
+    prior = prior_timing(plan.config, config_base_dir(plan.config_path))
+    if not plan.resumed:
+        return prior
+    try:
+        return calibrated_timing(plan.sweep_id, plan.store.root, plan.config, prior)
+    except InputError:  # nothing usable to calibrate on yet
+        return prior
+
+
+def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> CellBudget:
+    """The budget of ``plan``'s pending cells for a sweep that started at ``started_unix_s``."""
+    timing = _timing(plan)
+    scored = {name: len(s.items) for name, s in plan.scored_sets.items() if s is not None}
+    times = estimate_sweep(timing, plan.config, scored, budget_s)
+    seconds = times.cell_seconds()
+    pending = {ident: key for work in plan.work for ident, key in work.cells}
+    cell_s = {key: seconds[ident] for ident, key in pending.items() if ident in seconds}
+    start_s: dict[str, float] = {}
+    for server in times.arms:  # an arm's first server runs the probes: the longest start
+        start_s[server.arm.arm] = max(start_s.get(server.arm.arm, 0.0), server.startup_s + server.probe_s)
+    closing = [server.startup_s + sum(cell_s.get(pending[c], 0.0) for c in owed)
+               for server in times.arms if server.stage == "closing baseline"
+               if (owed := [c for c in server.cells if c in pending])]
+    noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
+    order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
+    return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=stage_wall_s(closing, slots(plan.config)[0]),
+                      cell_s=cell_s, priority={pending[ident]: float(rank) for rank, ident in enumerate(order)},
+                      server_start_s=start_s)

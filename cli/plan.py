@@ -12,7 +12,7 @@ from specfleet.errors import InputError
 
 def budget_seconds(budget: str | None) -> float | None:
     """``--budget`` in seconds; a bad one is an ``InputError`` naming the flag."""
-    from specfleet.traffic_estimate import parse_duration_s
+    from specfleet.durations import parse_duration_s
 
     if budget is None:
         return None

@@ -18,8 +18,8 @@ from typing import Literal, TypeVar
 from specfleet.contract import BudgetSpec, CellIdentity, SweepConfig
 from specfleet.contract.base import RecordModel
 from specfleet.contract.workload import AdaptiveStoppingSpec, LoadSpec
+from specfleet.durations import parse_duration_s
 from specfleet.errors import InputError
-from specfleet.traffic_estimate import parse_duration_s
 
 BUDGET_HALF_WIDTH = 0.1
 """Adaptive stopping's target under a budget when the config sets none: both decision statistics

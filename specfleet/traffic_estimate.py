@@ -8,7 +8,6 @@ Prompt classes leave no trace in a server's metrics, so the block leaves their s
 """
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from statistics import median
 from typing import Literal, TypeVar
 
 from specfleet.contract.base import RecordModel
+from specfleet.durations import format_duration
 from specfleet.errors import InputError
 
 RUNNING = "vllm:num_requests_running"
@@ -32,28 +32,9 @@ SHARE_DECIMALS = 3
 QUANTILES = (0.5, 0.9, 0.99)
 REPLICA_LABELS_IGNORED = frozenset({"__name__", "engine"})
 """A server's series differ only in these (one gauge and one counter per engine): the rest name the replica."""
-CLASSES_NOT_VISIBLE = "prompt classes are not visible in the server's metrics: fill in the share per class"
-
-_DURATION = re.compile(r"(\d+)([smhdw])")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 Key = TypeVar("Key", int, str)
 Replica = tuple[tuple[str, str], ...]
-
-
-def parse_duration_s(text: str) -> int:
-    """``30s``, ``90m``, ``7h``, ``1d`` or ``2w`` in seconds; ``ValueError`` for anything else."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
-        raise ValueError(f"{text!r} is not a duration like 30s, 90m, 7h or 1d")
-    return int(match.group(1)) * _UNIT_S[match.group(2)]
-
-
-def format_duration(seconds: int) -> str:
-    """The largest unit that divides ``seconds``: 300 -> ``5m``, 604800 -> ``1w``."""
-    for unit, size in sorted(_UNIT_S.items(), key=lambda item: -item[1]):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+CLASSES_NOT_VISIBLE = "prompt classes are not visible in the server's metrics: fill in the share per class"
 
 
 def query_step_s(window_s: int, scrape_interval_s: float | None) -> int:

@@ -4,7 +4,7 @@
 from pydantic import Field, field_validator
 
 from specfleet.contract.base import ContractModel
-from specfleet.traffic_estimate import parse_duration_s
+from specfleet.durations import parse_duration_s
 
 
 class BudgetSpec(ContractModel):

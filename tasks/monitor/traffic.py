@@ -4,6 +4,7 @@ generation-tokens counter and per-request length histograms over a window ending
 import json
 import math
 
+from specfleet.durations import format_duration
 from specfleet.errors import InputError
 from specfleet.traffic_estimate import (
     GENERATION_TOKENS,
@@ -13,7 +14,6 @@ from specfleet.traffic_estimate import (
     RUNNING,
     Lengths,
     ServerMetrics,
-    format_duration,
     query_step_s,
     scrape_interval_s,
 )

@@ -33,7 +33,15 @@ vocabularies (the prior's assumption; a calibrated plan reads the measured promp
 
 
 def model_shape(name: str, dtype: str, quantization: str | None) -> ModelShape | None:
-    """From the fixture recipe, a local or cached ``config.json``, or the published table."""
+    """From the fixture recipe, a local or cached ``config.json``, or the published table; a
+    ``config.json`` the prior cannot read is an ``InputError`` naming it."""
+    try:
+        return _model_shape(name, dtype, quantization)
+    except ValueError as err:
+        raise InputError(f"{err} (the plan's prior reads it)") from None
+
+
+def _model_shape(name: str, dtype: str, quantization: str | None) -> ModelShape | None:
     if name.startswith(FIXTURE_PREFIX):
         from tasks.fixtures.build import fixture_architecture
 
@@ -152,6 +160,8 @@ def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: s
                         results_dir: Path) -> tuple[SweepTimes, list[str]]:
     """The plan of CONFIG, on the prior or calibrated on ``from_sweep``; with the timing's notes."""
     config = load_sweep_config(config_path)
+    if budget_s is None and config.budget is not None:  # the flag wins over the config's block
+        budget_s = float(config.budget.duration_s)
     base_dir = config_base_dir(config_path)
     scored = {name: len(s.items) for name, s in load_scored_sets(config, base_dir).items() if s is not None}
     prior = prior_timing(config, base_dir)

@@ -9,6 +9,7 @@ import yaml
 
 from specfleet.contract import TrafficSpec, parse_sweep_config
 from specfleet.contract.traffic import check_traffic
+from specfleet.durations import format_duration, parse_duration_s
 from specfleet.errors import InputError
 from specfleet.traffic_estimate import (
     CLASSES_NOT_VISIBLE,
@@ -17,10 +18,8 @@ from specfleet.traffic_estimate import (
     ServerMetrics,
     counter_increases,
     estimate_traffic,
-    format_duration,
     level_steps,
     nearest_level,
-    parse_duration_s,
     query_step_s,
     rounded_shares,
     scrape_interval_s,

@@ -62,7 +62,8 @@ def revalidate_flow(config_path: str, check: bool = False, run_sweep: bool = Tru
         return result
     resource = {"prefect.resource.id": f"specfleet.config.{name}", "prefect.resource.name": name}
     event = emit_event(EVENT, resource=resource, payload={
-        "config_path": config_path, "changed": result.changed, "fingerprint": current.digest,
+        "config_path": config_path, "results_dir": results_dir,  # the trigger's run sweeps these
+        "changed": result.changed, "fingerprint": current.digest,
         "validated_sweep": result.validated_sweep, "validated_fingerprint": result.validated_fingerprint,
     })
     sweep = sweep_flow(config_path, tracking=tracking, results_dir=results_dir) if run_sweep else None

@@ -1,78 +1,56 @@
-"""The session's real Prefect server (SQLite in a temporary PREFECT_HOME, loopback, a free port,
-no scheduler): the deployments of infra/prefect/prefect.yaml are created with `prefect deploy`, and the
-`specfleet.fingerprint.changed` event that flows/revalidate.py emits makes the nightly-sweep
-trigger create a flow run. No worker runs, so the sweep itself never executes."""
+"""The nightly path end to end, on the session's real Prefect server (SQLite in a temporary
+PREFECT_HOME, loopback, no scheduler): `prefect work-pool create` and `prefect deploy --all` from
+infra/prefect/prefect.yaml, a real process worker (`prefect worker start`) polling the pool with
+the checkout's Python and code, then the `specfleet.fingerprint.changed` event that
+flows/revalidate.py emits. The nightly-sweep trigger creates a flow run, and the worker runs it:
+a tiny real sweep (the baseline, ngram k=3 and the closing baseline on vLLM CPU servers, local Ray)
+to COMPLETED, its cells in the results dir and its runs in MLflow (SQLite). Everything the run
+needs on the worker comes from prefect.yaml (its pull step, the trigger's parameters) and the
+variables its header documents, set in the worker's environment. Another config's event, sent
+first, creates no run."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 from flows.revalidate import EVENT
-from tests.integration.services import BIN, PrefectServer
+from tasks.engine.server import log_tail
+from tasks.store.results import MIRROR_ENV
+from tests.integration.processes import marked_processes
+from tests.integration.services import PrefectServer, service
+from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, tiny_sweep_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFECT_FILE = ROOT / "infra" / "prefect" / "prefect.yaml"
+DEPLOYMENT = "specfleet-sweep/nightly-sweep"
+EXPERIMENT = "it-nightly"
+CELLS = 3  # the baseline, ngram k=3, the baseline again at the end
+RUN_TIMEOUT_S = 600.0
+MARKER, MARKER_VALUE = "SPECFLEET_IT_WORKER", "worker-4b2d"
+TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
-def _prefect(server: PrefectServer, *args: str) -> str:
-    env = server.env | {"SPECFLEET_REPO": str(ROOT)}
-    result = subprocess.run([str(BIN / "prefect"), "--no-prompt", *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
-
-
-# Runs in a child process, so this test's Prefect settings never mix with another test's harness.
-# Emits one event, then waits up to WAIT_S for a new run of the deployment; prints what it saw.
-EMIT_AND_WAIT = """
-import asyncio, json, sys
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
-from prefect.events import emit_event
-from prefect.events.worker import EventsWorker
-
-event, resource_id, deployment_name, wait_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-
-async def main():
-    async with get_client() as client:
-        deployment = await client.read_deployment_by_name(deployment_name)
-        ids = DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id]))
-        before = len(await client.read_flow_runs(deployment_filter=ids))
-        emit_event(event, resource={"prefect.resource.id": resource_id},
-                   payload={"changed": ["engine"], "config_path": "configs/llama70b-h200.yaml"})
-        EventsWorker.drain_all()
-        seen, run = [], None
-        for _ in range(int(wait_s * 2)):
-            seen = await client.read_flow_runs(deployment_filter=ids, sort="EXPECTED_START_TIME_DESC")
-            if len(seen) > before:
-                found = seen[0]
-                run = {"deployment_id": str(found.deployment_id), "state": found.state_type.value,
-                       "created_by": found.created_by.type if found.created_by else None,
-                       "trigger": found.created_by.display_value if found.created_by else None,
-                       "parameters": found.parameters}
-                break
-            await asyncio.sleep(0.5)
-        print(json.dumps({"deployment_id": str(deployment.id), "before": before, "after": len(seen), "run": run}))
-
-asyncio.run(main())
-"""
-
-
-def _emit_and_wait(server: PrefectServer, resource_id: str, wait_s: float) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-c", EMIT_AND_WAIT, EVENT, resource_id, "specfleet-sweep/nightly-sweep", str(wait_s)],
-        cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=wait_s + 90, check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    seen: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return seen
+def sweep_request(root: Path) -> dict[str, Any]:
+    """What the fingerprint event asks the nightly run to sweep. The trigger maps these payload
+    keys onto the run's parameters (infra/prefect/prefect.yaml); this is the one place a test
+    run's parameters are set (a budget goes here once sweep_flow takes one and the trigger maps it)."""
+    config = tiny_sweep_config(root / "nightly.yaml", EXPERIMENT, [BASELINE_ARM, NGRAM_ARM], requests=3,
+                               max_tokens=8)
+    return {"config_path": str(config), "results_dir": str(root / "results")}
 
 
 def _nightly() -> dict[str, Any]:
@@ -81,25 +59,154 @@ def _nightly() -> dict[str, Any]:
     return found
 
 
-def test_deploy_then_the_fingerprint_event_creates_a_sweep_run(prefect_api: PrefectServer) -> None:
-    nightly = _nightly()
-    pool = nightly["work_pool"]["name"]
+def _prefect(server: PrefectServer, *args: str) -> str:
+    """The prefect CLI as an operator runs it, from the repository root."""
+    result = subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", *args], cwd=ROOT,
+                            env=server.env | {"SPECFLEET_REPO": str(ROOT)}, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def _worker_env(server: PrefectServer, tracking_uri: str) -> dict[str, str]:
+    """The worker machine's environment, as prefect.yaml's header documents it: the checkout
+    (SPECFLEET_REPO, first on PYTHONPATH), the tracking URI, local Ray. The worker polls every
+    2 s (Prefect's default is 10 s; each poll logs a harmless `database is locked` from the
+    SQLite server's mark_deployments_ready, PrefectHQ/prefect#23051); the marker finds every
+    process the run starts."""
+    env = {k: v for k, v in server.env.items() if not k.startswith(("MLFLOW_", "RAY_", "AWS_")) and k != MIRROR_ENV}
+    path = env.get("PYTHONPATH")
+    return env | {"SPECFLEET_REPO": str(ROOT), "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT),
+                  "MLFLOW_TRACKING_URI": tracking_uri, "PREFECT_WORKER_QUERY_SECONDS": "2", MARKER: MARKER_VALUE}
+
+
+# Runs in a child process, so this test's Prefect settings never mix with another test's harness.
+# Emits the events in order, then waits up to WAIT_S for a new run of the deployment; prints it.
+EMIT_AND_WAIT = """
+import asyncio, json, sys
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+from prefect.events import emit_event
+from prefect.events.worker import EventsWorker
+
+event, events, deployment_name, wait_s = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+
+async def main():
+    async with get_client() as client:
+        deployment = await client.read_deployment_by_name(deployment_name)
+        ids = DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id]))
+        before = len(await client.read_flow_runs(deployment_filter=ids))
+        for resource_id, payload in events:
+            emit_event(event, resource={"prefect.resource.id": resource_id}, payload=payload)
+        EventsWorker.drain_all()
+        run = None
+        for _ in range(int(wait_s * 4)):
+            seen = await client.read_flow_runs(deployment_filter=ids, sort="EXPECTED_START_TIME_DESC")
+            if len(seen) > before:
+                found = seen[0]
+                run = {"id": str(found.id), "deployment_id": str(found.deployment_id),
+                       "created_by": found.created_by.type if found.created_by else None,
+                       "trigger": found.created_by.display_value if found.created_by else None,
+                       "parameters": found.parameters}
+                break
+            await asyncio.sleep(0.25)
+        print(json.dumps({"deployment_id": str(deployment.id), "before": before, "run": run}))
+
+asyncio.run(main())
+"""
+
+
+def _emit_and_wait(server: PrefectServer, events: list[tuple[str, dict[str, Any]]], wait_s: float) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", EMIT_AND_WAIT, EVENT, json.dumps(events), DEPLOYMENT, str(wait_s)],
+        cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=wait_s + 90, check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return seen
+
+
+@dataclass
+class Worker:
+    process: "subprocess.Popen[bytes]"
+    log: Path
+
+    def tail(self, lines: int = 60) -> str:
+        return f"the worker's log ({self.log}, the flow run's output included) ends:\n{log_tail(self.log, lines)}"
+
+
+@pytest.fixture
+def worker(prefect_api: PrefectServer, tmp_path: Path) -> Iterator[Worker]:
+    """`prefect work-pool create`, then a process worker on that pool, stopped at the end (with
+    the flow run it may still run); its log's tail is printed then (pytest shows it when the test
+    fails), and no process the run started may outlive it."""
+    pool = _nightly()["work_pool"]["name"]
     _prefect(prefect_api, "work-pool", "create", pool, "--type", "process")
+    env = _worker_env(prefect_api, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    home = tmp_path / "worker"  # not the checkout: the pull step has to get the run there
+    home.mkdir()
+    argv = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--name", "it-worker"]
+    with service(argv, home / "worker.log", env=env, cwd=home) as process:
+        started = Worker(process, home / "worker.log")
+        yield started
+    print(started.tail(200))
+    left = marked_processes(MARKER, MARKER_VALUE, grace_s=30)
+    for line in left:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert not left, f"processes left by the worker's run: {left}"
+
+
+def _wait_for_end(server: PrefectServer, run_id: str, worker: Worker) -> dict[str, Any]:
+    """Poll the run's state until it ends; fail with the worker's log if the worker dies or the run overruns."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while True:
+        run: dict[str, Any] = httpx.get(f"{server.api_url}/flow_runs/{run_id}", timeout=10).json()
+        if run["state_type"] in TERMINAL:
+            return run
+        assert worker.process.poll() is None, f"the worker exited ({worker.process.returncode}); {worker.tail()}"
+        assert time.monotonic() < deadline, f"run still {run['state_name']} after {RUN_TIMEOUT_S:g} s; {worker.tail()}"
+        time.sleep(1)
+
+
+def _runs_of(server: PrefectServer, deployment_id: str) -> list[dict[str, Any]]:
+    body = {"deployments": {"id": {"any_": [deployment_id]}}}
+    found: list[dict[str, Any]] = httpx.post(f"{server.api_url}/flow_runs/filter", json=body, timeout=10).json()
+    return found
+
+
+def test_the_fingerprint_event_runs_the_nightly_sweep_on_a_worker(
+        prefect_api: PrefectServer, worker: Worker, fixture_models: dict[str, str], tmp_path: Path) -> None:
+    nightly = _nightly()
     out = _prefect(prefect_api, "deploy", "--prefect-file", str(PREFECT_FILE.relative_to(ROOT)), "--all")
-    assert "specfleet-sweep/nightly-sweep" in out and "specfleet-revalidate/revalidate-watch" in out
+    assert DEPLOYMENT in out and "specfleet-revalidate/revalidate-watch" in out
 
     (trigger,) = nightly["triggers"]
     assert trigger["expect"] == [EVENT]
-    seen = _emit_and_wait(prefect_api, trigger["match"]["prefect.resource.id"], wait_s=60)
+    request = sweep_request(tmp_path)
+    # Another config's event first: at the end, the run of the second is the deployment's only one.
+    seen = _emit_and_wait(prefect_api, [("specfleet.config.some-other-config", {"changed": ["engine"]}),
+                                        (trigger["match"]["prefect.resource.id"], {"changed": ["engine"], **request})],
+                          wait_s=60)
     run = seen["run"]
     assert seen["before"] == 0 and run is not None, "no flow run of the sweep deployment within 60 s of the event"
-    assert run["deployment_id"] == seen["deployment_id"] and seen["after"] == 1
+    assert run["deployment_id"] == seen["deployment_id"]
     assert run["created_by"] == "AUTOMATION" and run["trigger"] == trigger["name"]
-    assert run["parameters"] == nightly["parameters"]
-    assert run["state"] == "SCHEDULED"  # created, never executed: no worker polls the pool
+    assert run["parameters"] == nightly["parameters"] | request
 
+    ended = _wait_for_end(prefect_api, run["id"], worker)
+    assert ended["state_type"] == "COMPLETED", f"run ended {ended['state_name']}; {worker.tail()}"
+    assert ended["work_pool_name"] == nightly["work_pool"]["name"]
+    assert [r["id"] for r in _runs_of(prefect_api, seen["deployment_id"])] == [run["id"]]
 
-def test_another_configs_event_creates_no_run(prefect_api: PrefectServer) -> None:
-    """Runs after the deploy above (module order): the trigger matches its config only."""
-    seen = _emit_and_wait(prefect_api, "specfleet.config.some-other-config", wait_s=10)
-    assert seen["run"] is None and seen["after"] == seen["before"] == 1
+    (sweep_dir,) = Path(request["results_dir"]).iterdir()
+    assert len(list((sweep_dir / "cells").glob("*.json"))) == CELLS
+    assert (sweep_dir / "summary.json").is_file()
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    assert experiment is not None
+    (parent,) = client.search_runs([experiment.experiment_id], "tags.run_kind = 'sweep'")
+    assert parent.data.tags["sweep_id"] == sweep_dir.name and parent.info.status == "FINISHED"
+    cells = client.search_runs([experiment.experiment_id], "tags.run_kind = 'cell'")
+    assert sorted(c.data.tags["arm"] for c in cells) == ["baseline", "baseline", "ngram-k3"]  # CELLS
+    assert {c.data.tags["mlflow.parentRunId"] for c in cells} == {parent.info.run_id}

@@ -180,3 +180,6 @@ def test_revalidate_emits_the_trigger_event(reference: ReferenceSweep, changed_d
                               if e.resource.id == f"specfleet.config.{EXPERIMENT}"]) and time.monotonic() < deadline:
             time.sleep(1)
     assert events and events[0].payload["changed"] == ["draft"]
+    # what the nightly-sweep trigger's run sweeps (infra/prefect/prefect.yaml)
+    assert events[0].payload["config_path"] == str(reference.config)
+    assert events[0].payload["results_dir"] == str(reference.results)

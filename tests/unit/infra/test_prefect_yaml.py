@@ -1,6 +1,9 @@
 """infra/prefect/prefect.yaml: entrypoints load, parameters fit the flows, schedules and the
-trigger parse with Prefect's own models, and the trigger listens for what revalidate emits."""
+trigger parse with Prefect's own models, the trigger listens for what revalidate emits and its
+run sweeps what the event names, else the deployment's parameters; the working directory comes
+from the worker's SPECFLEET_REPO."""
 
+import copy
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -10,6 +13,8 @@ import yaml
 from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule
 from prefect.events.schemas.deployment_triggers import DeploymentEventTrigger
 from prefect.flows import load_flow_from_entrypoint
+from prefect.server.events.actions import RunDeployment
+from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
 
 from flows.revalidate import EVENT
 from tasks.plan.config import load_sweep_config
@@ -40,3 +45,20 @@ def test_nightly_sweep_triggers_on_fingerprint_change() -> None:
     assert trigger.expect == {EVENT}
     assert trigger.match.model_dump()["prefect.resource.id"] == f"specfleet.config.{config.name}"
     assert DEPLOYMENTS["revalidate-watch"]["parameters"]["run_sweep"] is False  # the trigger runs the sweep
+
+
+@pytest.mark.parametrize("payload", [{}, {"config_path": "configs/demo-cpu.yaml", "results_dir": "/data/results"}],
+                         ids=["bare event", "revalidate's payload"])
+def test_the_triggered_run_sweeps_what_the_event_names_else_the_defaults(payload: dict[str, str]) -> None:
+    """Rendered as Prefect's RunDeployment action renders a trigger's parameters."""
+    nightly = DEPLOYMENTS["nightly-sweep"]
+    parameters = copy.deepcopy(nightly["triggers"][0]["parameters"])
+    RunDeployment._upgrade_v1_templates(parameters)  # what render_parameters does first
+    context = {"event": {"payload": {"changed": ["engine"], **payload}}}
+    rendered = hydrate(parameters, HydrationContext(raise_on_error=True, render_jinja=True, jinja_context=context))
+    wanted = nightly["parameters"] | payload
+    assert rendered == {key: wanted[key] for key in parameters}
+
+
+def test_runs_start_in_the_workers_checkout() -> None:
+    assert SPEC["pull"] == [{"prefect.deployments.steps.set_working_directory": {"directory": "{{ $SPECFLEET_REPO }}"}}]

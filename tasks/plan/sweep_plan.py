@@ -170,6 +170,8 @@ def continued_sweep(results_dir: Path, config: SweepConfig, fingerprint: Fingerp
         if (parts := _changed(stored, fingerprint)) is not None:
             return None, f"--continue: {parts} changed since sweep {sweep_id} started; starting a new sweep"
         return sweep_id, f"--continue: sweep {sweep_id}, {missing} of {len(keys)} cells left to measure"
+    if not found:
+        return None, f"--continue: no earlier sweep of config {config.name!r} under {results_dir}; starting the first"
     return None, f"--continue: every sweep of config {config.name!r} under {results_dir} is finished; " \
                  "starting a new sweep"
 
@@ -179,7 +181,11 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget:
     """Validate, resolve models, fingerprint, expand the matrix and subtract complete cells.
     ``budget`` (``--budget``) overrides the config's budget block; ``continue_sweep`` is ``--continue``."""
     config = budgeted(load_sweep_config(config_path), budget)
-    found = check_continue(results_dir, config.name, resume) if continue_sweep else []
+    if continue_sweep and resume is not None:
+        raise InputError("--continue and --resume: give one (--continue finds the sweep itself)")
+    # The CLI refuses --continue without an earlier sweep (check_continue); a scheduled run's first
+    # night has none and starts the first sweep (continued_sweep says so).
+    found = stored_sweeps(results_dir, config.name) if continue_sweep else []
     base_dir = config_base_dir(config_path)
     prompts = {pc.name: load_prompt_class(pc, base_dir) for pc in config.prompt_classes}
     scored_sets = load_scored_sets(config, base_dir)

@@ -213,3 +213,15 @@ def test_continue_picks_the_newest_unfinished_sweep_of_the_config(tmp_path: Path
         _stored_sweep(results, plan, sweep, every)
     assert _continue().origin == (f"--continue: every sweep of config 'unit-sweep' under {results} is finished; "
                                   "starting a new sweep")
+
+
+def test_a_scheduled_first_night_with_continue_starts_the_first_sweep(tmp_path: Path) -> None:
+    """The CLI refuses --continue without an earlier sweep (exit 2); the flow, as the nightly
+    deployment runs it, starts the first one and says so."""
+    write_config(tmp_path)
+    results = tmp_path / "results"
+    plan = plan_sweep(tmp_path / "sweep.yaml", None, results, "7h", continue_sweep=True)
+    assert not plan.resumed and plan.pending_cells == 3
+    assert plan.origin == f"--continue: no earlier sweep of config 'unit-sweep' under {results}; starting the first"
+    with pytest.raises(InputError, match="--continue and --resume"):
+        plan_sweep(tmp_path / "sweep.yaml", plan.sweep_id, results, "7h", continue_sweep=True)

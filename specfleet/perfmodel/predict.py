@@ -296,9 +296,35 @@ def _extrapolates(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptancePr
     return out
 
 
+BaselineKey = tuple[str, SimLoad, int, int]
+"""(prompt class, load, simulated requests, seed): what the baseline's simulation depends on."""
+
+
+class Predictor:
+    """``predict`` over many cells of one calibration: the baseline is simulated once per prompt class,
+    load, request count and seed and shared by every prediction there (each equals ``predict``'s)."""
+
+    def __init__(self, cal: Calibration) -> None:
+        self.calibration = cal
+        self._baseline: dict[BaselineKey, dict[Run, _Figures]] = {}
+
+    def predict(self, query: PredictionQuery) -> Prediction:
+        """As ``predict(calibration, query)``."""
+        return _predict(self.calibration, query, self._baseline)
+
+
 def predict(cal: Calibration, query: PredictionQuery) -> Prediction:
     """Predict one cell; ``InputError`` for an unknown arm, class or sampling, or an arm and class
     without the measured acceptance it needs."""
+    return _predict(cal, query, {})
+
+
+def _runs_figures(cal: Calibration, runs: _Runs) -> dict[Run, _Figures]:
+    return {"point": _measure(cal, runs.point.records), "slow": _measure(cal, runs.slow.records),
+            "fast": _measure(cal, runs.fast.records)}
+
+
+def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKey, dict[Run, _Figures]]) -> Prediction:
     spec, k = _resolve_arm(cal, query.arm, query.k)
     classes = [p.name for p in cal.config.prompt_classes]
     if query.prompt_class not in classes:
@@ -334,12 +360,15 @@ def predict(cal: Calibration, query: PredictionQuery) -> Prediction:
             raise InputError(f"{cal.sweep_id}: no usable cell of arm {spec.name} on {query.prompt_class} "
                              f"({sampling}) to take its acceptance from")
     runs = _simulate(cal, spec, k, profile, shapes, load, query)
-    figures = {name: _measure(cal, getattr(runs, name).records) for name in ("point", "slow", "fast")}
-    base_figures: dict[str, _Figures] | None = None
-    if spec.method != "baseline":
-        baseline = cal.config.baseline
-        base_runs = _simulate(cal, baseline, 0, None, shapes, load, query)
-        base_figures = {name: _measure(cal, getattr(base_runs, name).records) for name in ("point", "slow", "fast")}
+    key: BaselineKey = (query.prompt_class, load, query.requests, query.seed)
+    figures = _runs_figures(cal, runs)
+    base_figures: dict[Run, _Figures] | None = None
+    if spec.method == "baseline":
+        baseline.setdefault(key, figures)
+    else:
+        if key not in baseline:
+            baseline[key] = _runs_figures(cal, _simulate(cal, cal.config.baseline, 0, None, shapes, load, query))
+        base_figures = baseline[key]
     p, slow, fast = figures["point"], figures["slow"], figures["fast"]
     speedup = speedup_bounds = None
     if base_figures is not None:

@@ -29,6 +29,15 @@ def speedup_range(estimate: float | None, low: float | None, high: float | None)
     return f"{estimate:.2f}x [{low:.2f}, {high:.2f}]"
 
 
+def value_range(estimate: float | None, low: float | None, high: float | None, spec: str = ".1f") -> str:
+    """``612.3 [480.1, 840.2]``; the bracket is left out when the interval could not be formed."""
+    if estimate is None:
+        return NA
+    if low is None or high is None:
+        return f"{estimate:{spec}}"
+    return f"{estimate:{spec}} [{low:{spec}}, {high:{spec}}]"
+
+
 def difference(interval: Interval | None) -> str:
     """A score difference with its interval: ``-0.050 [-0.120, +0.000]``."""
     if interval is None:

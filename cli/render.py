@@ -9,7 +9,7 @@ from rich.table import Table
 from tasks.report.fmt import NA
 
 if TYPE_CHECKING:
-    from specfleet.perfmodel.predict import Bounds, Prediction
+    from specfleet.prediction import Bounds, Prediction
     from specfleet.summary import SweepSummary
     from specfleet.sweep_estimate import SweepEstimate
 

@@ -10,14 +10,14 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from specfleet.summary import SweepSummary
-from tasks.analysis import aggregate as _aggregate
+from tasks.analysis import summary as _summary
 from tasks.cluster import stage as _stage
 from tasks.plan import sweep_plan as _sweep_plan
 from tasks.tracking import runs as _runs
 
 plan_sweep = task(cache_policy=NO_CACHE)(_sweep_plan.plan_sweep)
 run_stage = task(cache_policy=NO_CACHE)(_stage.run_stage)
-aggregate = task(cache_policy=NO_CACHE)(_aggregate.aggregate)
+aggregate = task(cache_policy=NO_CACHE)(_summary.aggregate)
 
 _tracking = task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=5)
 open_sweep_run = _tracking(_runs.open_sweep_run)

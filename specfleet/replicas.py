@@ -12,7 +12,7 @@ enters both, as it already enters every comparison of a speculative arm on other
 
 from collections.abc import Sequence
 
-from specfleet.contract import CellIdentity
+from specfleet.contract import CellIdentity, SweepConfig
 
 
 def replica_shares(cells: Sequence[CellIdentity], replicas: int) -> list[list[CellIdentity]]:
@@ -28,3 +28,14 @@ def replica_shares(cells: Sequence[CellIdentity], replicas: int) -> list[list[Ce
 def server_name(arm: str, replica: int) -> str:
     """What a replica's per-server files are named after: ``baseline``, ``baseline-r1``, ..."""
     return arm if replica == 0 else f"{arm}-r{replica}"
+
+
+def slots(config: SweepConfig) -> tuple[int, int]:
+    """(arms that run at once, accelerators held): one arm per node on CPU; on GPUs as many
+    tensor-parallel groups as the node holds."""
+    hw = config.hardware
+    per_node = hw.accelerators_per_node or hw.tensor_parallel_size
+    held = hw.nodes * per_node
+    if hw.on_cpu:
+        return hw.nodes, held
+    return max(1, hw.nodes * (per_node // hw.tensor_parallel_size)), held

@@ -23,7 +23,7 @@ from pydantic import Field
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
 from specfleet.contract.base import RecordModel
 from specfleet.perfmodel.step_time import LinearStep
-from specfleet.replicas import replica_shares
+from specfleet.replicas import replica_shares, slots
 from specfleet.stats.equivalence import planned_samples_per_prompt
 
 PREDICTED_LABEL = "PREDICTED, not measured"
@@ -223,17 +223,6 @@ def arm_estimates(timing: Timing, config: SweepConfig, scored_items: Mapping[str
                 requests=len(cells) * (requests + config.load.warmup_requests),
                 tokens=_tokens(config, cells, requests)))
     return out
-
-
-def slots(config: SweepConfig) -> tuple[int, int]:
-    """(arms that run at once, accelerators held): one arm per node on CPU; on GPUs as many
-    tensor-parallel groups as the node holds."""
-    hw = config.hardware
-    per_node = hw.accelerators_per_node or hw.tensor_parallel_size
-    held = hw.nodes * per_node
-    if hw.on_cpu:
-        return hw.nodes, held
-    return max(1, hw.nodes * (per_node // hw.tensor_parallel_size)), held
 
 
 def stage_wall_s(durations: Sequence[float], parallel: int) -> float:

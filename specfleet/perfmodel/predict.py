@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
 from specfleet.contract import ArmSpec
-from specfleet.contract.base import RecordModel
 from specfleet.cost import fleet_cost
 from specfleet.errors import InputError
 from specfleet.metrics import (
@@ -45,84 +43,20 @@ from specfleet.perfmodel.batching import (
     simulate,
 )
 from specfleet.perfmodel.calibrate import Calibration
+from specfleet.prediction import (
+    Bounds,
+    PercentileBounds,
+    Percentiles,
+    Prediction,
+    PredictionInterval,
+)
 from specfleet.results.cell import DistributionSummary
 from specfleet.results.records import RequestRecord
 
 NS_PER_S = 1_000_000_000
 DEFAULT_REQUESTS = 256
 INTERVAL_QUANTILES = (2.5, 97.5)
-LABEL = "PREDICTED by the performance model, not measured; never used in a decision"
 Run = Literal["point", "slow", "fast"]
-
-
-class Percentiles(RecordModel):
-    p50: float | None
-    p95: float | None
-    p99: float | None
-
-
-class Bounds(RecordModel):
-    low: float | None
-    high: float | None
-
-
-class PercentileBounds(RecordModel):
-    p50: Bounds
-    p95: Bounds
-    p99: Bounds
-
-
-class PredictionInterval(RecordModel):
-    ttft_ms: PercentileBounds
-    itl_ms: PercentileBounds
-    itl_per_token_ms: PercentileBounds
-    tpot_ms: PercentileBounds
-    e2e_ms: PercentileBounds
-    output_tokens_per_s: Bounds
-    qualified_tokens_per_s: Bounds
-    mean_acceptance_length: Bounds | None
-    tokens_per_step: Bounds | None
-    speedup: Bounds | None
-    cost_per_million_usd: Bounds
-    basis: str
-
-
-class Prediction(RecordModel):
-    """One cell as the model predicts it. ``predicted`` is always true."""
-
-    predicted: Literal[True] = True
-    label: str = LABEL
-    calibrated_on: str
-    arm: str
-    method: str
-    k: int | None
-    prompt_class: str
-    sampling: str
-    load_mode: Literal["concurrency", "rate"]
-    load_value: float
-    measured_cell: bool = Field(description="The sweep has a usable measured cell with this identity.")
-    ttft_ms: Percentiles
-    itl_ms: Percentiles = Field(description="ITL per chunk (vLLM's ITL).")
-    itl_per_token_ms: Percentiles
-    tpot_ms: Percentiles
-    e2e_ms: Percentiles
-    output_tokens_per_s: float | None
-    qualified_tokens_per_s: float | None
-    slo_met_fraction: float | None
-    mean_acceptance_length: float | None = Field(
-        description="1 + sum of per-position acceptance: tokens per drafting step (vLLM's 1 + accepted / drafts); "
-        "null for the baseline.")
-    tokens_per_step: float | None = Field(description="Tokens per decode step over all steps; null for the baseline.")
-    speedup: float | None = Field(description="Qualified tokens/s over the baseline's, both predicted at the same "
-                                  "class, load and sampling; null for the baseline.")
-    cost_per_million_usd: float | None
-    baseline_cost_per_million_usd: float | None
-    mean_step_ms: float
-    mean_decode_seqs: float
-    simulated_requests: int
-    interval: PredictionInterval
-    extrapolates: list[str]
-    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -296,9 +230,35 @@ def _extrapolates(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptancePr
     return out
 
 
+BaselineKey = tuple[str, SimLoad, int, int]
+"""(prompt class, load, simulated requests, seed): what the baseline's simulation depends on."""
+
+
+class Predictor:
+    """``predict`` over many cells of one calibration: the baseline is simulated once per prompt class,
+    load, request count and seed and shared by every prediction there (each equals ``predict``'s)."""
+
+    def __init__(self, cal: Calibration) -> None:
+        self.calibration = cal
+        self._baseline: dict[BaselineKey, dict[Run, _Figures]] = {}
+
+    def predict(self, query: PredictionQuery) -> Prediction:
+        """As ``predict(calibration, query)``."""
+        return _predict(self.calibration, query, self._baseline)
+
+
 def predict(cal: Calibration, query: PredictionQuery) -> Prediction:
     """Predict one cell; ``InputError`` for an unknown arm, class or sampling, or an arm and class
     without the measured acceptance it needs."""
+    return _predict(cal, query, {})
+
+
+def _runs_figures(cal: Calibration, runs: _Runs) -> dict[Run, _Figures]:
+    return {"point": _measure(cal, runs.point.records), "slow": _measure(cal, runs.slow.records),
+            "fast": _measure(cal, runs.fast.records)}
+
+
+def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKey, dict[Run, _Figures]]) -> Prediction:
     spec, k = _resolve_arm(cal, query.arm, query.k)
     classes = [p.name for p in cal.config.prompt_classes]
     if query.prompt_class not in classes:
@@ -334,12 +294,15 @@ def predict(cal: Calibration, query: PredictionQuery) -> Prediction:
             raise InputError(f"{cal.sweep_id}: no usable cell of arm {spec.name} on {query.prompt_class} "
                              f"({sampling}) to take its acceptance from")
     runs = _simulate(cal, spec, k, profile, shapes, load, query)
-    figures = {name: _measure(cal, getattr(runs, name).records) for name in ("point", "slow", "fast")}
-    base_figures: dict[str, _Figures] | None = None
-    if spec.method != "baseline":
-        baseline = cal.config.baseline
-        base_runs = _simulate(cal, baseline, 0, None, shapes, load, query)
-        base_figures = {name: _measure(cal, getattr(base_runs, name).records) for name in ("point", "slow", "fast")}
+    key: BaselineKey = (query.prompt_class, load, query.requests, query.seed)
+    figures = _runs_figures(cal, runs)
+    base_figures: dict[Run, _Figures] | None = None
+    if spec.method == "baseline":
+        baseline.setdefault(key, figures)
+    else:
+        if key not in baseline:
+            baseline[key] = _runs_figures(cal, _simulate(cal, cal.config.baseline, 0, None, shapes, load, query))
+        base_figures = baseline[key]
     p, slow, fast = figures["point"], figures["slow"], figures["fast"]
     speedup = speedup_bounds = None
     if base_figures is not None:

@@ -10,7 +10,8 @@ from specfleet.budget import CellBudget
 from specfleet.cell_priority import cell_order
 from specfleet.errors import InputError
 from specfleet.plan_timing import CalibratedTiming, PriorTiming
-from specfleet.sweep_estimate import estimate_sweep, slots, stage_wall_s
+from specfleet.replicas import slots
+from specfleet.sweep_estimate import estimate_sweep, stage_wall_s
 from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.plan.preflight import config_base_dir
 from tasks.plan.sweep_plan import SweepPlan

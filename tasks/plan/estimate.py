@@ -20,8 +20,9 @@ from specfleet.perfmodel.prior import (
     shape_from_hf_config,
 )
 from specfleet.plan_timing import ArmRecord, CalibratedTiming, PriorTiming
+from specfleet.replicas import slots
 from specfleet.results import ArmTiming
-from specfleet.sweep_estimate import SweepTimes, estimate_sweep, slots, stage_wall_s
+from specfleet.sweep_estimate import SweepTimes, estimate_sweep, stage_wall_s
 from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir

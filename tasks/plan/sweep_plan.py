@@ -18,9 +18,8 @@ from specfleet.engine_findings import EngineCheck, EngineChecks
 from specfleet.errors import InputError
 from specfleet.fingerprint import Fingerprint, changed_parts
 from specfleet.prompts import PromptItem
-from specfleet.replicas import replica_shares
+from specfleet.replicas import replica_shares, slots
 from specfleet.scored_set import ScoredSet
-from specfleet.sweep_estimate import slots
 from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.fingerprint import compute_fingerprint

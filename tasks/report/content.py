@@ -18,6 +18,7 @@ from tasks.report.measures import (
     latency_curves,
     read_together_notes,
 )
+from tasks.report.predicted import PredictedView, predicted_view
 from tasks.report.views import (
     ClassVerdict,
     HeatMap,
@@ -52,10 +53,14 @@ class ReportContent:
     negative: list[DecisionRow]
     contract: list[tuple[str, list[tuple[str, str]]]]
     diff: SweepDiff | None
+    predicted: PredictedView | None
+    """The measured and predicted view; nothing above reads it."""
 
 
-def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData | None = None) -> ReportContent:
-    """``draft_cost_ratio`` is the c the modelled lines assume; ``against`` adds the diff."""
+def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData | None = None, *,
+                  with_predicted: bool = True) -> ReportContent:
+    """``draft_cost_ratio`` is the c the modelled lines assume; ``against`` adds the diff;
+    ``with_predicted`` the measured and predicted view (the performance model calibrated on the sweep)."""
     ks, grid = modelled_grid(data.config, draft_cost_ratio)
     rates, missing = acceptance_by_position(data)
     rows = decision_rows(data.decisions, data.config)
@@ -70,4 +75,5 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
         kv=kv_rows(data), energy=energy_rows(data), rows=rows,
         negative=negative_cells(data.decisions, data.config),
         contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,
+        predicted=predicted_view(data) if with_predicted else None,
     )

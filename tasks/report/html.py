@@ -16,6 +16,7 @@ from tasks.report.headline import (
     mix_description,
     mix_verdict_lines,
 )
+from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
 from tasks.report.tables import not_measured_line, not_measured_title
 from tasks.report.views import load_label
 
@@ -34,9 +35,12 @@ class Figures:
     kv: str | None
     energy: str | None
     theory: str
+    predicted_concurrency: str | None
+    predicted_k: str | None
 
 
 def draw(content: ReportContent) -> Figures:
+    view = content.predicted
     return Figures(
         heat_maps=[(m.arm, plots.heat_map_png(m, plots.heat_spread(content.maps))) for m in content.maps],
         speedup=plots.speedup_png(content.maps),
@@ -45,6 +49,8 @@ def draw(content: ReportContent) -> Figures:
         kv=plots.kv_png(content.kv),
         energy=plots.energy_png(content.energy),
         theory=plots.theory_png(content.theory, content.grid_ks, content.draft_cost_ratio),
+        predicted_concurrency=plots.predicted_png(view.across_concurrency, "concurrency") if view else None,
+        predicted_k=plots.predicted_png(view.across_k, "k") if view else None,
     )
 
 
@@ -56,7 +62,9 @@ def _environment() -> Environment:
     env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA, mix_title=MIX_TITLE,
                        mix_description=mix_description, mix_verdict_lines=mix_verdict_lines,
                        mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures,
-                       not_measured_title=not_measured_title)
+                       not_measured_title=not_measured_title, predicted_caption=caption,
+                       predicted_title=table_title, measured_columns=MEASURED_COLUMNS,
+                       predicted_columns=PREDICTED_COLUMNS)
     return env
 
 

@@ -2,12 +2,14 @@
 the sweep summary the flow writes when it finishes (``summary.md``, MLflow, the Prefect
 artifact), and the report's summary (``specfleet report``): both open with the verdict at the
 traffic mix, then the decision per prompt class, the k policies, the negative cells and the
-gates, pointing at the HTML report for the figures."""
+gates, pointing at the HTML report for the figures; the report's summary also carries the measured
+and predicted view's tables."""
 
 from specfleet.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
 from tasks.report.headline import mix_markdown
+from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
 from tasks.report.tables import (
     COST_COLUMNS,
     NEGATIVE_COLUMNS,
@@ -109,6 +111,19 @@ def _measurement_lines(content: ReportContent) -> list[str]:
     return lines
 
 
+def _predicted_lines(content: ReportContent) -> list[str]:
+    view = content.predicted
+    if view is None:
+        return []
+    lines = ["", "## Measured and predicted", "", caption(view)]
+    bullets = [f"- not predicted: {line}" for line in view.missing] + [f"- {note}" for note in view.notes]
+    lines += ["", *bullets] if bullets else []
+    lines += ["", "### Measured cells", "", markdown_table(view.measured, MEASURED_COLUMNS).rstrip("\n")]
+    lines += ["", f"### {table_title(view)}", "",
+              markdown_table(view.predictions, PREDICTED_COLUMNS).rstrip("\n")]
+    return lines
+
+
 def _diff_lines(content: ReportContent) -> list[str]:
     diff = content.diff
     if diff is None:
@@ -133,7 +148,7 @@ def render_markdown(content: ReportContent, html_name: str) -> str:
         "## All decisions", "", markdown_table(content.rows, COST_COLUMNS),
         f"## Negative-result cells ({len(content.negative)})", "",
         markdown_table(content.negative, NEGATIVE_COLUMNS).rstrip("\n"),
-        *_measurement_lines(content), *_diff_lines(content),
+        *_measurement_lines(content), *_predicted_lines(content), *_diff_lines(content),
     ]
     if d.failed_cells:
         lines += ["", "## Failed cells", "", *(f"- {f}" for f in d.failed_cells)]

@@ -1,6 +1,7 @@
 """The report's figures as base64 PNG (matplotlib ``Figure`` on the Agg canvas, no pyplot state).
 
-Every plotted value comes from a stored measurement, except lines labelled "modelled".
+Every plotted value comes from a stored measurement, except lines labelled "modelled" (the seed's
+closed form) and the dashed curves and bands labelled "predicted" (the performance model).
 """
 
 import base64
@@ -13,12 +14,14 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from specfleet.theory import ModelledAlpha, net_speedup
 from tasks.report import fmt
 from tasks.report.measures import PERCENTILES, EnergyRow, KVRow, LatencyCurve
+from tasks.report.predicted import PREDICTED_LABEL, PredictedCurve
 from tasks.report.views import HeatMap, TheoryRow
 
 DPI = 110
@@ -202,4 +205,62 @@ def theory_png(rows: Sequence[TheoryRow], ks: Sequence[int], draft_cost_ratio: f
     ax.set_ylabel("speedup (x)")
     ax.set_title("Modelled speedup (lines) vs measured qualified speedup (points)")
     ax.legend(fontsize=7)
+    return _png(fig)
+
+
+MEASURED_COLOUR, PREDICTED_COLOUR = "black", "tab:blue"
+PREDICTED_HEADER_IN = 0.95  # room above the panels for the title and the legend
+PREDICTED_LEGEND = [
+    Line2D([], [], color=MEASURED_COLOUR, marker="o", linestyle="none", label="measured cell, 95 % bootstrap interval"),
+    Line2D([], [], color=PREDICTED_COLOUR, linestyle="--", marker="o", label=PREDICTED_LABEL),
+    Patch(color=PREDICTED_COLOUR, alpha=0.2, label=f"{PREDICTED_LABEL}: interval"),
+    Line2D([], [], color=PREDICTED_COLOUR, linestyle="none", marker="o", markerfacecolor="white", markersize=8,
+           label=f"{PREDICTED_LABEL}: extrapolating"),
+]
+
+
+def _predicted_panel(ax: Axes, curve: PredictedCurve) -> None:
+    """Measured cells as points with error bars; the predicted curve dashed, its interval shaded,
+    its extrapolated points hollow."""
+    by_k = curve.across == "k"
+    x = [float(p.k or 0) if by_k else p.load_value for p in curve.predicted]
+    y = [np.nan if p.qualified_tokens_per_s is None else p.qualified_tokens_per_s for p in curve.predicted]
+    bounds = [p.interval.qualified_tokens_per_s for p in curve.predicted]
+    low = [np.nan if b.low is None else b.low for b in bounds]
+    high = [np.nan if b.high is None else b.high for b in bounds]
+    ax.fill_between(x, low, high, color=PREDICTED_COLOUR, alpha=0.2, linewidth=0)
+    ax.plot(x, y, "--", color=PREDICTED_COLOUR, linewidth=1.4)
+    for xi, yi, p in zip(x, y, curve.predicted, strict=True):
+        ax.plot([xi], [yi], "o", color=PREDICTED_COLOUR, markersize=8 if p.extrapolates else 4,
+                markerfacecolor="white" if p.extrapolates else PREDICTED_COLOUR)
+    for m in curve.measured:
+        t = m.qualified_tokens_per_s
+        err = [[t.estimate - t.low if t.low is not None else 0.0], [t.high - t.estimate if t.high is not None else 0.0]]
+        mx = float(m.identity.num_speculative_tokens) if by_k else m.identity.load_value
+        ax.errorbar([mx], [t.estimate], yerr=err, fmt="o", color=MEASURED_COLOUR, capsize=3, markersize=4)
+    if not by_k:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(x, [f"{v:g}" for v in x])
+    ax.set_ylim(bottom=0)
+    ax.set_title(curve.title, fontsize=9)
+    ax.set_xlabel("k (speculative tokens per step)" if by_k else "concurrency")
+    ax.set_ylabel("SLO-qualified tok/s per replica\n(points measured, dashed predicted)", fontsize=7)
+
+
+def predicted_png(curves: Sequence[PredictedCurve], across: str) -> str | None:
+    """One panel per curve: measured cells beside the curve predicted by the performance model
+    calibrated on this sweep; None without curves."""
+    if not curves:
+        return None
+    fig, axes = _grid(len(curves), 4, 3.6, 2.9)
+    width_in, height_in = fig.get_size_inches()
+    total_in = height_in + PREDICTED_HEADER_IN
+    fig.set_size_inches(width_in, total_in)
+    fig.subplots_adjust(top=1 - (PREDICTED_HEADER_IN + 0.35) / total_in, bottom=0.5 / total_in)
+    for ax, curve in zip(axes, curves, strict=True):
+        _predicted_panel(ax, curve)
+    fig.suptitle(f"Measured cells and {PREDICTED_LABEL}, across {across}", y=1 - 0.08 / total_in, va="top",
+                 fontsize=10)
+    fig.legend(handles=PREDICTED_LEGEND, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.35 / total_in), ncol=2,
+               fontsize=7, frameon=False)
     return _png(fig)

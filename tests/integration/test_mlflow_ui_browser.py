@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from cli.report import report
 from specfleet.contract import CellIdentity
 from specfleet.results.records import RequestRecord
-from tasks.analysis.aggregate import aggregate
+from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.tracking.runs import experiment_page, log_cell_runs, log_sweep_summary, open_sweep_run

@@ -7,7 +7,7 @@ import pytest
 
 from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.errors import InputError
-from specfleet.perfmodel import Calibration, PredictionQuery, calibrate, predict
+from specfleet.perfmodel import Calibration, PredictionQuery, Predictor, calibrate, predict
 from specfleet.results import CellResult
 from specfleet.results.records import RequestRecord
 from tests.unit.specfleet.perf_engine import TrueLaw, engine_cell, run_engine
@@ -116,6 +116,15 @@ def test_the_baseline_has_no_acceptance_and_no_speedup(sweep: Sweep) -> None:
     for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s", "qualified_tokens_per_s",
                 "mean_acceptance_length", "speedup", "interval", "calibrated_on", "extrapolates", "predicted"):
         assert key in got.model_dump()
+
+
+def test_a_predictor_shares_the_baseline_and_predicts_what_predict_does(sweep: Sweep) -> None:
+    cal = _calibrate(sweep)
+    queries = [PredictionQuery(arm="draft", k=k, prompt_class="code", concurrency=c, requests=24)
+               for c in (2, 4) for k in (1, 3)] + [PredictionQuery(arm="baseline", prompt_class="code", concurrency=2,
+                                                                   requests=24)]
+    predictor = Predictor(cal)
+    assert [predictor.predict(q) for q in queries] == [predict(cal, q) for q in queries]
 
 
 @pytest.mark.parametrize(("query", "message"), [

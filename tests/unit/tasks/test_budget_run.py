@@ -12,7 +12,7 @@ import pytest
 from cli.render import print_sweep_summary
 from specfleet.budget import CellBudget, NotMeasured
 from specfleet.summary import SweepSummary, run_status
-from tasks.analysis.aggregate import aggregate
+from tasks.analysis.summary import aggregate
 from tasks.arm.lifecycle import run_arm
 from tasks.cluster.stage import ArmReport
 from tasks.fixtures.build import fixture_architecture

@@ -15,7 +15,7 @@ from specfleet.engine_findings import (
     cpu_expand_outcome,
 )
 from specfleet.fingerprint import Fingerprint
-from tasks.analysis.aggregate import aggregate
+from tasks.analysis.summary import aggregate
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, plan_sweep
 from tasks.plan.versions import engine_distribution

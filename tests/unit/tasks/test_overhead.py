@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from specfleet.results import ArmTiming
-from tasks.analysis.aggregate import aggregate
+from tasks.analysis.summary import aggregate
 from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import plan_sweep
 from tasks.report.markdown import summary_markdown

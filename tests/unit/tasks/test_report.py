@@ -6,6 +6,7 @@ aggregating, so its decisions are recomputed, and one of its decisions flips."""
 
 import base64
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -26,9 +27,13 @@ from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
 from specfleet.scored_set import ScoredSet
 from specfleet.summary import SweepSummary
-from tasks.analysis.aggregate import aggregate
+from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from tasks.report.content import ReportContent, build_content
+from tasks.report.load import load_report_data
+from tasks.report.markdown import render_markdown
+from tasks.report.predicted import PredictedView, predicted_view
 from tasks.report.publish import log_to_sweep_run
 from tasks.store.results import ResultsStore
 from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
@@ -60,8 +65,8 @@ DURATION_S = {
     ("draft-k3", "chat", 1): 6.0,
 }
 FAILED = ("draft-k3", "chat", 4)  # its server failed: a cell with no comparison
-SECTIONS = ("decision", "heatmaps", "speedup", "acceptance", "latency", "kv", "energy", "theory", "negative",
-            "equivalence", "contract", "diff")
+SECTIONS = ("decision", "heatmaps", "speedup", "acceptance", "latency", "kv", "energy", "theory", "predicted",
+            "negative", "equivalence", "contract", "diff")
 
 
 def _spec(ident: CellIdentity) -> SpecDecodeStats | None:
@@ -178,7 +183,8 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     for section in SECTIONS:
         assert f'<section id="{section}">' in html, section
     images = re.findall(r'<img [^>]*src="([^"]*)"', html)
-    assert len(images) == 3 + 6  # a heat map per speculative arm; speedup, acceptance, latency, KV, energy, theory
+    # a heat map per speculative arm; speedup, acceptance, latency, KV, energy, theory; predicted across load and k
+    assert len(images) == 3 + 6 + 2
     for src in images:
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
@@ -188,7 +194,8 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     for text in ("implied alpha (model)", "Modelled", "num_speculative_tokens_per_batch_size",
                  "no NVML device on this host", "ngram: counters not exposed", "candidate_not_usable",
                  "gate_failed", "permutation chi-square", "sha256", "0.32.0", "Prices are illustrative",
-                 "Held-out quality", "prompt class &#39;chat&#39; has no scored set", "quality_not_run"):
+                 "Held-out quality", "prompt class &#39;chat&#39; has no scored set", "quality_not_run",
+                 "<th>PREDICTED SLO-qualified tok/s [interval]</th>", "PREDICTED by the performance model"):
         assert text in html, text
     # the quality gate's scores with their paired interval: ngram-k3 answered 3 of 8 right, the baseline 7
     assert re.search(r'<td>ngram-k3</td><td>code</td><td>greedy</td><td class="num">8</td><td class="num">0.875</td>'
@@ -201,7 +208,7 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
                  "num_speculative_tokens_per_batch_size", "## Negative-result cells (9)", "## Held-out quality",
                  "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
-                 f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped"):
+                 f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped", "## Measured and predicted"):
         assert text in markdown, text
     # the report opens with the verdict at the traffic mix, each arm's and the k policy's
     assert markdown.index("## Verdict at the traffic mix") < markdown.index("## Decision per prompt class")
@@ -212,14 +219,11 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
 
 
 def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
-    from tasks.report.content import build_content
-    from tasks.report.load import load_report_data
-
     first, second = (load_report_data(s.store.dir) for s in (sweeps.first, sweeps.second))
     stored = json.loads((sweeps.first.store.dir / "summary.json").read_text())
     assert [d.model_dump(mode="json") for d in first.decisions] == stored["decisions"]
     assert second.decisions_source.startswith("recomputed")
-    content = build_content(first, 0.05, against=second)
+    content = build_content(first, 0.05, against=second, with_predicted=False)
     verdicts = {v.prompt_class: v for v in content.verdicts}
     code = verdicts["code"]
     assert code.verdict == "adopt" and code.pick is not None and code.pick.slice.arm == "draft-k2"
@@ -250,7 +254,6 @@ def test_no_tracking_store_is_reported_not_created(tmp_path: Path) -> None:
 def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> None:
     """Stamping every three chunks with one arrival (as one network read does) makes two of
     three gaps 0 ms: the report names that arm and load, and only that one."""
-    from tasks.report.load import load_report_data
     from tasks.report.measures import main_cells, read_together_notes
 
     data = load_report_data(sweeps.first.store.dir)
@@ -282,8 +285,6 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
 
     from specfleet.decision_table import DecisionRow
     from specfleet.decisions import Decision
-    from tasks.report.content import build_content
-    from tasks.report.load import load_report_data
     from tasks.report.markdown import summary_markdown
     from tasks.tracking.runs import log_sweep_summary, open_sweep_run
 
@@ -294,7 +295,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     data = load_report_data(sweeps.first.store.dir)
     assert data.decisions_source == "the sweep's summary.json"
     assert data.decisions == made.decisions and data.policies == made.k_policy
-    content = build_content(data, draft_cost_ratio=0.05)
+    content = build_content(data, draft_cost_ratio=0.05, with_predicted=False)
     assert content.rows == made.cost_table and content.negative == made.negative_cells
 
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
@@ -324,3 +325,117 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     assert not any(".chat." in k for k in run.data.metrics)  # a gate that did not run logs no figure
     assert run.data.tags["quality.draft-k2.chat.greedy.not_run"] == "prompt class 'chat' has no scored set " \
         "(prompt_classes[].scored_set)"
+
+
+@pytest.fixture(scope="module")
+def content(sweeps: Sweeps) -> ReportContent:
+    """The first sweep's report, with the measured and predicted view."""
+    return build_content(load_report_data(sweeps.first.store.dir), 0.05)
+
+
+def test_the_view_draws_measured_cells_and_marks_what_it_predicts(content: ReportContent) -> None:
+    """Curves across concurrency (the measured 1 and 4, their midpoint 2, one step beyond: 8) and across
+    k (1 to one past the largest measured, 3); each measured cell a point with its own interval."""
+    view = content.predicted
+    assert view is not None
+    usable = [c for c in content.data.cells if c.usable]
+    assert len(view.measured) == len(usable)
+    for m in view.measured:
+        t = m.qualified_tokens_per_s
+        stored = next(c for c in usable if c.identity == m.identity).throughput.qualified_tokens_per_s
+        assert t.estimate == stored and t.low is not None and t.high is not None and t.low <= t.estimate <= t.high
+    curves = {(c.arm, c.prompt_class, c.at): c for c in view.across_concurrency}
+    draft = curves[("draft-k2", "code", "k=2")]
+    assert [p.load_value for p in draft.predicted] == [1, 2, 4, 8]
+    assert draft.predicted[0].extrapolates == [] and draft.predicted[0].measured_cell
+    assert [any(line.startswith("concurrency") for line in p.extrapolates) for p in draft.predicted] == \
+        [False, False, False, True]
+    assert "concurrency 8 > largest measured 4" in draft.predicted[-1].extrapolates
+    assert {m.identity.load_value for m in draft.measured} == {1, 4}
+    by_k = {(c.arm, c.prompt_class, c.at): c for c in view.across_k}
+    assert [p.k for p in by_k[("draft", "chat", "c4")].predicted] == [1, 2, 3, 4]
+    assert any(line.startswith("k 4 > largest measured 3") for line in by_k[("draft", "chat", "c4")].predicted[-1]
+               .extrapolates)
+    assert [m.identity.k for m in by_k[("draft", "chat", "c4")].measured] == [2]  # k3 chat c4 failed
+    assert all(p.predicted and p.simulated_requests == view.requests_per_point for p in view.predictions)
+    assert len({(p.arm, p.prompt_class, p.load_value) for p in view.predictions}) == len(view.predictions)
+
+
+def test_what_the_model_cannot_predict_is_one_line_each_never_a_figure(content: ReportContent) -> None:
+    """ngram has no spec-decode counters in this sweep: one line per class, and no ngram figure; a
+    sweep with no usable cell: one line, nothing predicted."""
+    view = content.predicted
+    assert view is not None
+    assert [line.partition(":")[0] for line in view.missing] == ["ngram on code", "ngram on chat"]
+    assert all("no usable cell of arm ngram" in line for line in view.missing)
+    assert not any(p.method == "ngram" for p in view.predictions)
+    assert any("no spec-decode counters" in note for note in view.notes)
+    data = content.data
+    failed = dataclasses.replace(data, cells=[c.model_copy(update={"status": "failed"}) for c in data.cells])
+    empty = predicted_view(failed)
+    assert len(empty.missing) == 1 and "could not be calibrated" in empty.missing[0]
+    assert empty.predictions == [] and empty.across_concurrency == [] and empty.measured == []
+
+
+def test_predictions_enter_no_decision(content: ReportContent) -> None:
+    """The report built with and without the view has the same decisions, verdicts, policies, gates and
+    noise floors, and its markdown differs by the view's section alone."""
+    with_view = content
+    without = dataclasses.replace(build_content(content.data, 0.05, with_predicted=False),
+                                  generated_at=with_view.generated_at)
+    assert with_view.predicted is not None and with_view.predicted.predictions and without.predicted is None
+    assert dataclasses.replace(with_view, predicted=None) == without
+    markdown, plain = render_markdown(with_view, "report.html"), render_markdown(without, "report.html")
+    section = re.search(r"\n\n## Measured and predicted\n.*?(?=\n\n## |\n\Z)", markdown, re.DOTALL)
+    assert section is not None and markdown.replace(section.group(0), "") == plain
+
+
+SENTINEL = re.compile(r"(?<![\w.,])7[78]\d,?\d{3}(?:\.\d+)?(?![\w])")
+
+
+def _with_sentinels(view: PredictedView) -> PredictedView:
+    """The view with every predicted float replaced by a distinct number from 777001 up (no measured figure
+    of this sweep comes near), so each one's place in the rendered text can be found."""
+    from specfleet.perfmodel import Prediction
+
+    counter = itertools.count(777_001)
+
+    def swap(value: object) -> object:
+        if isinstance(value, float):
+            return float(next(counter))
+        if isinstance(value, dict):
+            return {key: swap(v) for key, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        return value
+
+    made = {id(p): Prediction.model_validate({key: value if key == "load_value" else swap(value)
+                                              for key, value in p.model_dump().items()}) for p in view.predictions}
+    return dataclasses.replace(
+        view, predictions=[made[id(p)] for p in view.predictions],
+        across_concurrency=[dataclasses.replace(c, predicted=[made[id(p)] for p in c.predicted])
+                            for c in view.across_concurrency],
+        across_k=[dataclasses.replace(c, predicted=[made[id(p)] for p in c.predicted]) for c in view.across_k])
+
+
+def test_every_predicted_value_in_the_markdown_sits_under_a_predicted_label(content: ReportContent) -> None:
+    assert content.predicted is not None
+    view = _with_sentinels(content.predicted)
+    markdown = render_markdown(dataclasses.replace(content, predicted=view), "report.html")
+    heading, header, shown = "", list[str](), set[float]()
+    for line in markdown.splitlines():
+        heading = line if line.startswith("#") else heading
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] if line.startswith("|") else None
+        if cells is None:
+            header = []
+        elif not header:
+            header = cells
+        for i, cell in enumerate(cells or [line]):
+            for value in SENTINEL.findall(cell):
+                assert cells is not None and "PREDICTED" in header[i], f"{value} outside a PREDICTED column: {line}"
+                assert "PREDICTED" in heading, f"{value} in a table titled {heading!r}"
+                shown.add(float(value.replace(",", "")))
+    points = {p.qualified_tokens_per_s for p in view.predictions}
+    bounds = {b for p in view.predictions for b in (p.interval.qualified_tokens_per_s.low,
+                                                     p.interval.qualified_tokens_per_s.high)}
+    assert points and points | bounds <= shown

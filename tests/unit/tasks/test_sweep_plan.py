@@ -10,7 +10,7 @@ from specfleet.decision_table import DecisionRow
 from specfleet.errors import InputError
 from specfleet.quality_gates import ClassAnswers, QualityProbe, item_answers
 from specfleet.summary import SweepSummary, run_status
-from tasks.analysis.aggregate import aggregate
+from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.report.tables import COST_COLUMNS, markdown_table

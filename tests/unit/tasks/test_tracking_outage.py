@@ -10,7 +10,7 @@ import pytest
 from mlflow import MlflowClient
 
 from flows.tracker import SweepTracker
-from tasks.analysis.aggregate import aggregate
+from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown

@@ -1,0 +1,51 @@
+"""The sweep's typed summary (``specfleet.summary.SweepSummary``): the analysis of its stored
+cells (``tasks.analysis.aggregate``), its arms' time accounts, and the cells a budget did not
+start beside their predictions (``specfleet.perfmodel.unmeasured``, PREDICTED, never in a decision)."""
+
+from collections.abc import Mapping, Sequence
+
+from specfleet.decision_table import decision_rows, negative_cells
+from specfleet.perfmodel.unmeasured import not_measured_cells
+from specfleet.results import CellResult
+from specfleet.summary import ArmSummary, SweepSummary
+from tasks.analysis.aggregate import analyse_stored, stored_records
+from tasks.cluster.stage import ArmReport
+from tasks.plan.sweep_plan import SweepPlan
+
+
+def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping[str, str]) -> str:
+    ident = plan.cells[key]
+    if cell is not None:
+        return f"{ident.label}: " + ("; ".join(cell.reasons) or "failed")
+    return f"{ident.label}: not measured" + (f" ({errors[ident.arm]})" if ident.arm in errors else "")
+
+
+def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
+    """Read every stored cell of the sweep and run the economics core over them; the cells the
+    budget did not start are listed apart, beside their predictions."""
+    cells = [c for c in plan.store.cells() if c.key in plan.cells]
+    by_key = {c.key: c for c in cells}
+    complete = {c.key for c in cells if c.status != "failed"}
+    order = {key: rank for rank, key in enumerate(plan.cells)}
+    skipped = sorted((s for r in reports for s in r.not_measured if s.key not in complete), key=lambda s: order[s.key])
+    accounted = complete | {s.key for s in skipped}
+    errors = {r.arm: r.error.splitlines()[0] for r in reports if r.error}
+    records = stored_records(plan.store.dir, cells)
+    analysis = analyse_stored(plan.store.dir, plan.config, cells, records)
+    return SweepSummary(
+        sweep_id=plan.sweep_id, config_name=plan.config.name, fingerprint=plan.fingerprint.digest,
+        resumed=plan.resumed, cells_planned=len(plan.cells), cells_complete=len(complete),
+        cells_ok=sum(c.status == "ok" for c in cells), cells_invalid=sum(c.status == "invalid" for c in cells),
+        failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in accounted],
+        not_measured=not_measured_cells(plan.sweep_id, plan.config, cells, records, skipped),
+        servers_started=sum(r.timing is None or r.timing.server_starts > 0 for r in reports),
+        arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
+                         timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
+              for r in reports],
+        mix=analysis.mix,
+        gates=analysis.gates, quality=analysis.quality, notes=[*plan.warnings, *analysis.notes],
+        cost_table=decision_rows(analysis.decisions, plan.config),
+        negative_cells=negative_cells(analysis.decisions, plan.config),
+        decisions=analysis.decisions, k_policy=analysis.policies, engine_checks=plan.engine_checks,
+        results_dir=str(plan.store.dir),
+    )

@@ -47,10 +47,11 @@ TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 def sweep_request(root: Path) -> dict[str, Any]:
     """What the fingerprint event asks the nightly run to sweep. The trigger maps these payload
     keys onto the run's parameters (infra/prefect/prefect.yaml); this is the one place a test
-    run's parameters are set (a budget goes here once sweep_flow takes one and the trigger maps it)."""
+    run's parameters are set: a budget the tiny sweep fits in, and the deployment's continue_sweep
+    (no earlier sweep of this config: the run starts the first)."""
     config = tiny_sweep_config(root / "nightly.yaml", EXPERIMENT, [BASELINE_ARM, NGRAM_ARM], requests=3,
                                max_tokens=8)
-    return {"config_path": str(config), "results_dir": str(root / "results")}
+    return {"config_path": str(config), "results_dir": str(root / "results"), "budget": "20m"}
 
 
 def _nightly() -> dict[str, Any]:

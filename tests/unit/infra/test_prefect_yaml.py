@@ -47,7 +47,8 @@ def test_nightly_sweep_triggers_on_fingerprint_change() -> None:
     assert DEPLOYMENTS["revalidate-watch"]["parameters"]["run_sweep"] is False  # the trigger runs the sweep
 
 
-@pytest.mark.parametrize("payload", [{}, {"config_path": "configs/demo-cpu.yaml", "results_dir": "/data/results"}],
+@pytest.mark.parametrize("payload", [{}, {"config_path": "configs/demo-cpu.yaml", "results_dir": "/data/results",
+                                          "budget": "30m"}],
                          ids=["bare event", "revalidate's payload"])
 def test_the_triggered_run_sweeps_what_the_event_names_else_the_defaults(payload: dict[str, str]) -> None:
     """Rendered as Prefect's RunDeployment action renders a trigger's parameters."""
@@ -58,6 +59,13 @@ def test_the_triggered_run_sweeps_what_the_event_names_else_the_defaults(payload
     rendered = hydrate(parameters, HydrationContext(raise_on_error=True, render_jinja=True, jinja_context=context))
     wanted = nightly["parameters"] | payload
     assert rendered == {key: wanted[key] for key in parameters}
+
+
+def test_the_nightly_run_is_budgeted_and_continues() -> None:
+    """Issue 18: the nightly deployment runs the nightly profile with --budget 7h --continue."""
+    parameters = DEPLOYMENTS["nightly-sweep"]["parameters"]
+    assert parameters["budget"] == "7h" and parameters["continue_sweep"] is True
+    assert parameters["config_path"] == "configs/llama70b-h200-nightly.yaml"
 
 
 def test_runs_start_in_the_workers_checkout() -> None:

@@ -2,6 +2,7 @@
 model calibrated on the sweep's own measured cells. Labelled PREDICTED; no decision reads them."""
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from specfleet.budget import NotMeasured
 from specfleet.contract import CellIdentity, SweepConfig
@@ -19,29 +20,51 @@ def _query(identity: CellIdentity, seed: int) -> PredictionQuery:
                            rate_per_s=identity.load_value if identity.load_mode == "rate" else None, seed=seed)
 
 
-def not_measured_cells(sweep_id: str, config: SweepConfig, cells: Sequence[CellResult],
-                       records: Mapping[str, Sequence[RequestRecord]],
+@dataclass(frozen=True)
+class CalibrationSource:
+    """A stored sweep to calibrate on: its id, config, usable cells and per-request records."""
+
+    sweep_id: str
+    config: SweepConfig
+    cells: Sequence[CellResult]
+    records: Mapping[str, Sequence[RequestRecord]]
+
+
+def not_measured_cells(config: SweepConfig, sources: Sequence[CalibrationSource],
                        skipped: Sequence[NotMeasured]) -> list[NotMeasuredCell]:
-    """``skipped`` with a prediction each from the model calibrated on ``cells``, or the reason there is none."""
+    """``skipped`` with a prediction each from the first of ``sources`` (the sweep itself, then an
+    earlier sweep of its config) whose calibrated model can predict it, or the reasons none can.
+    A prediction names the sweep it was calibrated on."""
     if not skipped:
         return []
     seed = config.analysis.seed
-    calibration: Calibration | str
-    try:
-        calibration = calibrate(sweep_id, config, cells, records, seed=seed)
-    except InputError as err:
-        calibration = str(err)
+    calibrations: list[Calibration | str] = []
+    for source in sources:
+        try:
+            calibrations.append(calibrate(source.sweep_id, source.config, source.cells, source.records, seed=seed))
+        except InputError as err:
+            calibrations.append(str(err))
     found: dict[PredictionQuery, tuple[Prediction | None, str | None]] = {}
     out = []
     for cell in skipped:
         query = _query(cell.identity, seed)
         if query not in found:
-            try:
-                found[query] = (None, calibration) if isinstance(calibration, str) else (
-                    predict(calibration, query), None)
-            except InputError as err:
-                found[query] = (None, str(err))
+            found[query] = _first_prediction(calibrations, query)
         prediction, note = found[query]
         out.append(NotMeasuredCell(label=cell.label, identity=cell.identity, reason=cell.reason, detail=cell.detail,
                                    prediction=prediction, prediction_note=note))
     return out
+
+
+def _first_prediction(calibrations: Sequence[Calibration | str],
+                      query: PredictionQuery) -> tuple[Prediction | None, str | None]:
+    reasons = []
+    for calibration in calibrations:
+        if isinstance(calibration, str):
+            reasons.append(calibration)
+            continue
+        try:
+            return predict(calibration, query), None
+        except InputError as err:
+            reasons.append(str(err))
+    return None, "; ".join(reasons) or "no sweep to calibrate on"

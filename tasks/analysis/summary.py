@@ -5,12 +5,13 @@ start beside their predictions (``specfleet.perfmodel.unmeasured``, PREDICTED, n
 from collections.abc import Mapping, Sequence
 
 from specfleet.decision_table import decision_rows, negative_cells
-from specfleet.perfmodel.unmeasured import not_measured_cells
-from specfleet.results import CellResult
+from specfleet.errors import InputError
+from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
+from specfleet.results import CellResult, RequestRecord
 from specfleet.summary import ArmSummary, SweepSummary
 from tasks.analysis.aggregate import analyse_stored, stored_records
 from tasks.cluster.stage import ArmReport
-from tasks.plan.sweep_plan import SweepPlan
+from tasks.plan.sweep_plan import SweepPlan, stored_sweeps
 
 
 def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping[str, str]) -> str:
@@ -37,7 +38,8 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         resumed=plan.resumed, cells_planned=len(plan.cells), cells_complete=len(complete),
         cells_ok=sum(c.status == "ok" for c in cells), cells_invalid=sum(c.status == "invalid" for c in cells),
         failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in accounted],
-        not_measured=not_measured_cells(plan.sweep_id, plan.config, cells, records, skipped),
+        not_measured=not_measured_cells(plan.config, _calibration_sources(plan, cells, records) if skipped else [],
+                                        skipped),
         servers_started=sum(r.timing is None or r.timing.server_starts > 0 for r in reports),
         arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
                          timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
@@ -49,3 +51,23 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         decisions=analysis.decisions, k_policy=analysis.policies, engine_checks=plan.engine_checks,
         results_dir=str(plan.store.dir),
     )
+
+
+def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],
+                         records: Mapping[str, Sequence[RequestRecord]]) -> list[CalibrationSource]:
+    """The sweep itself, then the newest earlier finished sweep of its config (an arm the budget
+    left out entirely has no cells of its own to predict it from)."""
+    from tasks.report.load import load_report_data
+
+    sources = [CalibrationSource(plan.sweep_id, plan.config, cells, records)]
+    for sweep_id, _ in stored_sweeps(plan.store.root, plan.config.name):
+        sweep_dir = plan.store.root / sweep_id
+        if sweep_id == plan.sweep_id or not (sweep_dir / "summary.json").is_file():
+            continue
+        try:
+            data = load_report_data(sweep_dir)
+        except (InputError, OSError, ValueError):
+            continue
+        sources.append(CalibrationSource(data.sweep_id, data.config, data.cells, data.records))
+        break
+    return sources

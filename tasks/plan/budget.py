@@ -2,8 +2,9 @@
 cell's predicted seconds and priority (``specfleet.budget`` says how a sweep uses them).
 
 The times are ``specfleet plan``'s (``specfleet.sweep_estimate``): calibrated on the sweep itself
-when it is resumed or continued with usable cells, its servers' start-up from its own records;
-the performance model's cold-start prior otherwise. The order is ``specfleet.cell_priority``'s.
+when it is resumed or continued with usable cells, else on the newest earlier finished sweep of
+its config (servers' start-up from their records); the performance model's cold-start prior
+otherwise. The reserve is the closing stage plus the time outside the arms. The order is ``specfleet.cell_priority``'s.
 """
 
 from specfleet.budget import CellBudget
@@ -14,18 +15,22 @@ from specfleet.replicas import slots
 from specfleet.sweep_estimate import estimate_sweep, stage_wall_s
 from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.plan.preflight import config_base_dir
-from tasks.plan.sweep_plan import SweepPlan
+from tasks.plan.sweep_plan import SweepPlan, stored_sweeps
 
 
 def _timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
-    """Calibrated on the sweep's own cells when it has usable ones, else the prior."""
+    """Calibrated on the sweep's own cells when it is resumed with usable ones, else on the newest
+    earlier finished sweep of its config, else the prior."""
     prior = prior_timing(plan.config, config_base_dir(plan.config_path))
-    if not plan.resumed:
-        return prior
-    try:
-        return calibrated_timing(plan.sweep_id, plan.store.root, plan.config, prior)
-    except InputError:  # nothing usable to calibrate on yet
-        return prior
+    candidates = [plan.sweep_id] if plan.resumed else []
+    candidates += [sweep_id for sweep_id, _ in stored_sweeps(plan.store.root, plan.config.name)
+                   if sweep_id != plan.sweep_id and (plan.store.root / sweep_id / "summary.json").is_file()][:1]
+    for sweep_id in candidates:
+        try:
+            return calibrated_timing(sweep_id, plan.store.root, plan.config, prior)
+        except InputError:  # nothing usable to calibrate on
+            continue
+    return prior
 
 
 def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> CellBudget:
@@ -44,6 +49,8 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
                if (owed := [c for c in server.cells if c in pending])]
     noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
     order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
-    return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=stage_wall_s(closing, slots(plan.config)[0]),
+    # the reserve: the closing stage, then the time outside the arms (aggregation and the summary after it)
+    reserve_s = stage_wall_s(closing, slots(plan.config)[0]) + timing.sweep_overhead_s()
+    return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s,
                       cell_s=cell_s, priority={pending[ident]: float(rank) for rank, ident in enumerate(order)},
                       server_start_s=start_s)

@@ -11,6 +11,7 @@ import pytest
 
 from cli.render import print_sweep_summary
 from specfleet.budget import CellBudget, NotMeasured
+from specfleet.perfmodel.prior import CPU_DEFAULTS
 from specfleet.summary import SweepSummary, run_status
 from tasks.analysis.summary import aggregate
 from tasks.arm.lifecycle import run_arm
@@ -38,7 +39,8 @@ def test_the_budget_times_every_pending_cell_and_keeps_the_closing_baseline_back
     pending = {key: ident for work in plan.work for ident, key in work.cells}
     assert budget.deadline_unix_s == 4600.0 and set(budget.cell_s) == set(budget.priority) == set(pending)
     closing_s = sum(budget.cell_s[key] for key, ident in pending.items() if ident.phase == "baseline_end")
-    assert closing_s < budget.reserve_s <= closing_s + budget.server_start_s["baseline"]
+    outside_s = CPU_DEFAULTS.sweep_overhead_s  # the prior's time outside the arms: the aggregation after them
+    assert closing_s + outside_s < budget.reserve_s <= closing_s + budget.server_start_s["baseline"] + outside_s
     assert set(budget.server_start_s) == {"baseline", "draft-k2"} and min(budget.server_start_s.values()) > 0
     ranked = sorted(pending, key=budget.priority.__getitem__)
     assert [pending[key].arm for key in ranked[:2]] == ["baseline", "baseline"]  # every decision needs it
@@ -109,3 +111,24 @@ def test_without_a_calibration_the_prediction_is_null_with_the_reason(tmp_path: 
     assert {(c.prediction, c.prediction_note) for c in summary.not_measured} == {
         (None, f"{plan.sweep_id}: no usable cell with per-request records to calibrate on")}
     assert "; no prediction: " in summary_markdown(summary)
+
+
+def test_an_arm_left_out_entirely_is_predicted_from_the_newest_earlier_sweep_of_its_config(tmp_path: Path) -> None:
+    earlier = _plan(tmp_path)
+    for key, ident in earlier.cells.items():
+        store_cell(earlier.store, earlier.config, ident, key, records(gap_ms=5 if ident.k is None else 4))
+    earlier.store.write_json("summary.json", aggregate(earlier, []))  # a finished sweep
+    plan = _plan(tmp_path)
+    assert plan.sweep_id != earlier.sweep_id
+    skipped = []
+    for key, ident in plan.cells.items():
+        if ident.arm == "draft-k2":
+            skipped.append(NotMeasured(identity=ident, key=key, detail="predicted 81 s, 70 s left"))
+        else:
+            store_cell(plan.store, plan.config, ident, key, records(gap_ms=5))
+    summary = aggregate(plan, [ArmReport(arm="draft-k2", phase="main", cells=[], error=None, timing=None,
+                                         not_measured=skipped)])
+    assert len(summary.not_measured) == len(skipped) > 0
+    for cell in summary.not_measured:  # the sweep itself has no draft cell to fit the arm's step time on
+        assert cell.prediction is not None, cell.prediction_note
+        assert cell.prediction.calibrated_on == earlier.sweep_id and cell.prediction.predicted

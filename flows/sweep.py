@@ -51,7 +51,6 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
     for warning in plan.warnings:
         logger.warning(warning)
     budget_s = None if plan.config.budget is None else plan.config.budget.duration_s
-    time_budget = None if budget_s is None else cell_budget(plan, budget_s, started_unix_s)
     tracker = SweepTracker(tracking_uri(tracking), plan.sweep_id)
     tracker.open(plan.config, plan.fingerprint)
     finished: SweepSummary | None = None  # set once everything is written: the run's status follows it
@@ -60,7 +59,8 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         if plan.work:
             with ray_session(plan.config) as resources, CellProgress(plan.pending_cells) as progress:
                 for label, stage in plan.stages():
-                    raise_if_interrupted()
+                    raise_if_interrupted()  # each stage's budget reserves the twins of the opening cells measured
+                    time_budget = None if budget_s is None else cell_budget(plan, budget_s, started_unix_s)
                     done = run_stage(plan, stage, resources, progress, label, time_budget)
                     plan.pull_results()
                     tracker.log_cells([c for r in done for c in r.cells], plan.store, plan.fingerprint.digest)

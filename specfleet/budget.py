@@ -39,6 +39,9 @@ class CellBudget:
     """Per cell key, lower runs first; a key without one runs last."""
     server_start_s: Mapping[str, float] = field(default_factory=dict)
     """Predicted start-up and probe seconds per arm (``ArmPlan.arm``); missing: 0."""
+    twin_s: Mapping[str, float] = field(default_factory=dict)
+    """Per opening baseline cell key, its closing twin's predicted seconds: an opening cell starts
+    only if its twin fits too (the reserve then holds it; ``reserve_s`` holds those measured before)."""
 
 
 class NotMeasured(RecordModel):
@@ -54,23 +57,30 @@ class NotMeasured(RecordModel):
         return self.identity.label
 
 
-def seconds_left(budget: CellBudget, now_unix_s: float, closing: bool) -> float:
-    """Time a cell starting now may take: to the deadline, less the reserve unless ``closing``."""
-    return budget.deadline_unix_s - now_unix_s - (0.0 if closing else budget.reserve_s)
+def seconds_left(budget: CellBudget, now_unix_s: float, closing: bool, committed_s: float = 0.0) -> float:
+    """Time a cell starting now may take: to the deadline, less the reserve (and ``committed_s``, the
+    twins of opening cells measured since the budget was made) unless ``closing``."""
+    return budget.deadline_unix_s - now_unix_s - (0.0 if closing else budget.reserve_s + committed_s)
 
 
-def fits(budget: CellBudget, key: str, now_unix_s: float, closing: bool) -> bool:
-    """May cell ``key`` start at ``now_unix_s``? ``closing``: it is a closing baseline cell."""
+def cell_cost_s(budget: CellBudget, key: str) -> float | None:
+    """A cell's predicted seconds with its closing twin's (an opening baseline cell); None: no prediction."""
     predicted = budget.cell_s.get(key)
-    return predicted is not None and predicted <= seconds_left(budget, now_unix_s, closing)
+    return None if predicted is None else predicted + budget.twin_s.get(key, 0.0)
+
+
+def fits(budget: CellBudget, key: str, now_unix_s: float, closing: bool, committed_s: float = 0.0) -> bool:
+    """May cell ``key`` start at ``now_unix_s``? ``closing``: it is a closing baseline cell."""
+    predicted = cell_cost_s(budget, key)
+    return predicted is not None and predicted <= seconds_left(budget, now_unix_s, closing, committed_s)
 
 
 def not_measured(budget: CellBudget, identity: CellIdentity, key: str, now_unix_s: float, closing: bool,
-                 start_s: float = 0.0) -> NotMeasured:
+                 start_s: float = 0.0, committed_s: float = 0.0) -> NotMeasured:
     """The record of a cell that did not fit at ``now_unix_s`` (after a server start of ``start_s``
     when its server is not up yet), with the figures that say why."""
-    predicted = budget.cell_s.get(key)
-    left = max(0.0, seconds_left(budget, now_unix_s, closing))
+    predicted = cell_cost_s(budget, key)
+    left = max(0.0, seconds_left(budget, now_unix_s, closing, committed_s))
     after = f" after a {math.ceil(start_s)} s server start" if start_s > 0 else ""
     detail = ("no predicted time for this cell" if predicted is None
               else f"predicted {math.ceil(predicted)} s{after}, {math.floor(left)} s left")

@@ -91,17 +91,26 @@ def cell_plan(
     )
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Gate:
-    """Which cells may start: under a ``budget``, those that fit and the closing baseline's
-    ``bracket`` cells (``specfleet.budget``); without one, every cell."""
+    """Which cells may start: under a ``budget``, those that fit (an opening baseline cell with its
+    closing twin) and, in the closing baseline, only the ``bracket`` cells: a closing cell whose
+    opening twin was not measured brackets nothing (``specfleet.budget``); without one, every cell."""
 
     budget: CellBudget | None = None
     closing: bool = False
     bracket: frozenset[str] = frozenset()
+    committed_s: float = 0.0
+    """Twins of the opening cells this server measured: the closing stage owes them."""
 
     def allows(self, key: str, now_unix_s: float) -> bool:
-        return self.budget is None or key in self.bracket or fits(self.budget, key, now_unix_s, self.closing)
+        if self.budget is None or key in self.bracket:
+            return True
+        return not self.closing and fits(self.budget, key, now_unix_s, self.closing, self.committed_s)
+
+    def commit(self, key: str) -> None:
+        if self.budget is not None:
+            self.committed_s += self.budget.twin_s.get(key, 0.0)
 
     def start_s(self, arm: str) -> float:
         """The arm's predicted start-up and probes."""
@@ -113,7 +122,10 @@ class _Gate:
 
     def skipped(self, identity: CellIdentity, key: str, start_s: float = 0.0) -> NotMeasured:
         assert self.budget is not None
-        return not_measured(self.budget, identity, key, time.time(), self.closing, start_s)
+        if self.closing:
+            return NotMeasured(identity=identity, key=key, detail="its opening twin was not measured: nothing to "
+                               "bracket")
+        return not_measured(self.budget, identity, key, time.time(), self.closing, start_s, self.committed_s)
 
 
 def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_path: Path) -> ArmServer:
@@ -257,6 +269,7 @@ class _ArmRun:
                     self.outcome.error = f"server died during cell {identity.label}"
                     return cells[index + 1:]
                 self.outcome.cells.append(cell)
+                self.gate.commit(key)
         return []
 
 

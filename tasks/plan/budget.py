@@ -15,7 +15,7 @@ from specfleet.replicas import slots
 from specfleet.sweep_estimate import estimate_sweep, stage_wall_s
 from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.plan.preflight import config_base_dir
-from tasks.plan.sweep_plan import SweepPlan, stored_sweeps
+from tasks.plan.sweep_plan import SweepPlan, planned_cells, stored_sweeps
 
 
 def _timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
@@ -44,13 +44,23 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
     start_s: dict[str, float] = {}
     for server in times.arms:  # an arm's first server runs the probes: the longest start
         start_s[server.arm.arm] = max(start_s.get(server.arm.arm, 0.0), server.startup_s + server.probe_s)
-    closing = [server.startup_s + sum(cell_s.get(pending[c], 0.0) for c in owed)
+    # An opening baseline cell starts only with room for its closing twin (twin_s); the reserve holds
+    # the closing servers' start, the twins of opening cells already measured, and the time outside
+    # the arms (aggregation and the summary after the closing stage).
+    complete = plan.store.complete_keys()
+    opening_key = {ident: key for _, _, _, owed in planned_cells(plan.config, plan.fingerprint.digest)
+                   for ident, key in owed if ident.phase == "main" and ident.method == "baseline"}
+    twin_s = {opening_key[twin]: cell_s[key] for ident, key in pending.items() if ident.phase == "baseline_end"
+              and (twin := ident.model_copy(update={"phase": "main"})) in opening_key
+              and opening_key[twin] not in complete and key in cell_s}
+    closing = [server.startup_s + sum(cell_s.get(pending[c], 0.0) for c in owed
+                                      if opening_key.get(c.model_copy(update={"phase": "main"})) in complete)
                for server in times.arms if server.stage == "closing baseline"
                if (owed := [c for c in server.cells if c in pending])]
     noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
     order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
     # the reserve: the closing stage, then the time outside the arms (aggregation and the summary after it)
     reserve_s = stage_wall_s(closing, slots(plan.config)[0]) + timing.sweep_overhead_s()
-    return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s,
+    return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s, twin_s=twin_s,
                       cell_s=cell_s, priority={pending[ident]: float(rank) for rank, ident in enumerate(order)},
                       server_start_s=start_s)

@@ -119,3 +119,17 @@ def test_budget_stopping_never_measures_more_than_the_fixed_budget(requests: int
     spec = budget_stopping(LoadSpec(concurrency=[1], requests_per_cell=requests))
     assert (spec is None) == (requests == 1)
     assert spec is None or (spec.max_requests == requests and spec.min_requests <= spec.max_requests)
+
+
+def test_an_opening_baseline_cell_starts_only_with_room_for_its_closing_twin() -> None:
+    from specfleet.budget import CellBudget, fits, not_measured
+
+    budget = CellBudget(deadline_unix_s=100.0, reserve_s=5.0, cell_s={"open": 10.0, "spec": 10.0},
+                        priority={}, twin_s={"open": 10.0})
+    assert fits(budget, "spec", 80.0, closing=False)  # 10 + 5 <= 20
+    assert not fits(budget, "open", 80.0, closing=False)  # 10 + its twin 10 + 5 > 20
+    assert fits(budget, "open", 74.0, closing=False)  # 25 <= 26
+    assert not fits(budget, "spec", 80.0, closing=False, committed_s=6.0)  # twins measured since: 10 + 5 + 6 > 20
+    ident = CellIdentity(arm="baseline", method="baseline", k=None, load_mode="concurrency", load_value=1.0,
+                         prompt_class="code", sampling="greedy", repeat=0)
+    assert not_measured(budget, ident, "open", 80.0, closing=False).detail == "predicted 20 s, 15 s left"

@@ -9,7 +9,7 @@ from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.errors import InputError
 from specfleet.not_measured import NotMeasuredCell
 from specfleet.perfmodel.calibrate import Calibration, calibrate
-from specfleet.perfmodel.predict import PredictionQuery, predict
+from specfleet.perfmodel.predict import QUICK_REQUESTS, PredictionQuery, predict
 from specfleet.prediction import Prediction
 from specfleet.results import CellResult, RequestRecord
 
@@ -17,7 +17,8 @@ from specfleet.results import CellResult, RequestRecord
 def _query(identity: CellIdentity, seed: int) -> PredictionQuery:
     return PredictionQuery(arm=identity.arm, prompt_class=identity.prompt_class, sampling=identity.sampling,
                            concurrency=identity.concurrency,
-                           rate_per_s=identity.load_value if identity.load_mode == "rate" else None, seed=seed)
+                           rate_per_s=identity.load_value if identity.load_mode == "rate" else None, seed=seed,
+                           requests=QUICK_REQUESTS)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ cell's predicted seconds and priority (``specfleet.budget`` says how a sweep use
 The times are ``specfleet plan``'s (``specfleet.sweep_estimate``): calibrated on the sweep itself
 when it is resumed or continued with usable cells, else on the newest earlier finished sweep of
 its config (servers' start-up from their records); the performance model's cold-start prior
-otherwise. The reserve is the closing stage plus the time outside the arms. The order is ``specfleet.cell_priority``'s.
+otherwise. The reserve is the closing stage: its servers' start and the twins of the opening
+cells measured. The order is ``specfleet.cell_priority``'s.
 """
 
 from specfleet.budget import CellBudget
@@ -45,8 +46,8 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
     for server in times.arms:  # an arm's first server runs the probes: the longest start
         start_s[server.arm.arm] = max(start_s.get(server.arm.arm, 0.0), server.startup_s + server.probe_s)
     # An opening baseline cell starts only with room for its closing twin (twin_s); the reserve holds
-    # the closing servers' start, the twins of opening cells already measured, and the time outside
-    # the arms (aggregation and the summary after the closing stage).
+    # the closing servers' start and the twins of opening cells already measured. The aggregation after
+    # the closing stage is not reserved: it is the "plus one cell" a budget may run over by.
     complete = plan.store.complete_keys()
     opening_key = {ident: key for _, _, _, owed in planned_cells(plan.config, plan.fingerprint.digest)
                    for ident, key in owed if ident.phase == "main" and ident.method == "baseline"}
@@ -59,8 +60,7 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
                if (owed := [c for c in server.cells if c in pending])]
     noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
     order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
-    # the reserve: the closing stage, then the time outside the arms (aggregation and the summary after it)
-    reserve_s = stage_wall_s(closing, slots(plan.config)[0]) + timing.sweep_overhead_s()
+    reserve_s = stage_wall_s(closing, slots(plan.config)[0])
     return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s, twin_s=twin_s,
                       cell_s=cell_s, priority={pending[ident]: float(rank) for rank, ident in enumerate(order)},
                       server_start_s=start_s)

@@ -17,6 +17,7 @@ import numpy as np
 from specfleet.contract import CellIdentity, arm_plans
 from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, Prediction, PredictionQuery, Predictor, calibrate
+from specfleet.perfmodel.predict import QUICK_REQUESTS
 from specfleet.prediction import LABEL
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
@@ -25,7 +26,7 @@ from tasks.report.load import ReportData
 from tasks.report.tables import Column
 
 PREDICTED_LABEL = "predicted (performance model calibrated on this sweep)"
-CURVE_REQUESTS = 64
+CURVE_REQUESTS = QUICK_REQUESTS
 """Requests simulated per predicted point (``specfleet predict`` simulates 256): keeps the view's
 cost modest; the interval's slow and fast runs use the same count."""
 

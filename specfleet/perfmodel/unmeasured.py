@@ -1,7 +1,7 @@
 """Predictions for the cells a budgeted sweep did not measure (``NotMeasuredCell``), from the
 model calibrated on the sweep's own measured cells. Labelled PREDICTED; no decision reads them."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specfleet.budget import NotMeasured
@@ -39,25 +39,32 @@ def not_measured_cells(config: SweepConfig, sources: Sequence[CalibrationSource]
     if not skipped:
         return []
     seed = config.analysis.seed
-    calibrations: list[Calibration | str] = []
-    for source in sources:
-        try:
-            calibrations.append(calibrate(source.sweep_id, source.config, source.cells, source.records, seed=seed))
-        except InputError as err:
-            calibrations.append(str(err))
+    calibrations: dict[int, Calibration | str] = {}
+
+    def calibration(index: int) -> Calibration | str:
+        """Calibrated on first use: a later source costs nothing while an earlier one predicts."""
+        if index not in calibrations:
+            source = sources[index]
+            try:
+                calibrations[index] = calibrate(source.sweep_id, source.config, source.cells, source.records,
+                                                seed=seed)
+            except InputError as err:
+                calibrations[index] = str(err)
+        return calibrations[index]
+
     found: dict[PredictionQuery, tuple[Prediction | None, str | None]] = {}
     out = []
     for cell in skipped:
         query = _query(cell.identity, seed)
         if query not in found:
-            found[query] = _first_prediction(calibrations, query)
+            found[query] = _first_prediction((calibration(i) for i in range(len(sources))), query)
         prediction, note = found[query]
         out.append(NotMeasuredCell(label=cell.label, identity=cell.identity, reason=cell.reason, detail=cell.detail,
                                    prediction=prediction, prediction_note=note))
     return out
 
 
-def _first_prediction(calibrations: Sequence[Calibration | str],
+def _first_prediction(calibrations: Iterable[Calibration | str],
                       query: PredictionQuery) -> tuple[Prediction | None, str | None]:
     reasons = []
     for calibration in calibrations:

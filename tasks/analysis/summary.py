@@ -13,6 +13,9 @@ from tasks.analysis.aggregate import analyse_stored, stored_records
 from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import SweepPlan, stored_sweeps
 
+EARLIER_SWEEPS = 3
+"""Earlier finished sweeps of the config tried for a left-out cell's prediction, newest first."""
+
 
 def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping[str, str]) -> str:
     ident = plan.cells[key]
@@ -55,8 +58,9 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
 
 def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],
                          records: Mapping[str, Sequence[RequestRecord]]) -> list[CalibrationSource]:
-    """The sweep itself, then the newest earlier finished sweep of its config (an arm the budget
-    left out entirely has no cells of its own to predict it from)."""
+    """The sweep itself, then the newest earlier finished sweeps of its config (an arm the budget
+    left out entirely has no cells of its own to predict it from); each is calibrated only when
+    the ones before it cannot predict a cell."""
     from tasks.report.load import load_report_data
 
     sources = [CalibrationSource(plan.sweep_id, plan.config, cells, records)]
@@ -69,5 +73,6 @@ def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],
         except (InputError, OSError, ValueError):
             continue
         sources.append(CalibrationSource(data.sweep_id, data.config, data.cells, data.records))
-        break
+        if len(sources) > EARLIER_SWEEPS:
+            break
     return sources

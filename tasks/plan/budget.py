@@ -20,12 +20,12 @@ from tasks.plan.sweep_plan import SweepPlan, planned_cells, stored_sweeps
 
 
 def _timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
-    """Calibrated on the sweep's own cells when it is resumed with usable ones, else on the newest
-    earlier finished sweep of its config, else the prior."""
+    """Calibrated on the sweep's own cells when it is resumed with usable ones, else on the newest of
+    the three latest finished sweeps of its config that has usable cells, else the prior."""
     prior = prior_timing(plan.config, config_base_dir(plan.config_path))
     candidates = [plan.sweep_id] if plan.resumed else []
     candidates += [sweep_id for sweep_id, _ in stored_sweeps(plan.store.root, plan.config.name)
-                   if sweep_id != plan.sweep_id and (plan.store.root / sweep_id / "summary.json").is_file()][:1]
+                   if sweep_id != plan.sweep_id and (plan.store.root / sweep_id / "summary.json").is_file()][:3]
     for sweep_id in candidates:
         try:
             return calibrated_timing(sweep_id, plan.store.root, plan.config, prior)

@@ -22,7 +22,8 @@ from specfleet.perfmodel.step_time import LinearStep
 PRIOR_LABEL = "prior, not calibrated"
 
 BYTES_PER_PARAM: dict[str, float] = {"float32": 4.0, "float": 4.0, "bfloat16": 2.0, "float16": 2.0,
-                                     "half": 2.0, "auto": 2.0}
+                                     "half": 2.0}
+"""``auto`` (vLLM's default) is the checkpoint's own dtype: ``shape_from_hf_config`` reads it."""
 QUANTIZED_BYTES_PER_PARAM: dict[str, float] = {"fp8": 1.0, "int8": 1.0, "w8a8": 1.0, "awq": 0.5, "gptq": 0.5,
                                                "int4": 0.5}
 DRAFT_HEAD_METHODS = frozenset({"eagle", "eagle3", "mtp"})
@@ -56,10 +57,16 @@ class ModelShape:
 
 
 def bytes_per_param(dtype: str, quantization: str | None) -> float:
-    """Bytes per weight; the KV cache keeps the activation dtype (``quantization`` None)."""
+    """Bytes per weight; the KV cache keeps the activation dtype (``quantization`` None). A dtype or
+    quantization not in the tables is a ``ValueError`` naming it, never a guessed width."""
     if quantization:
-        return QUANTIZED_BYTES_PER_PARAM.get(quantization.lower(), 1.0)
-    return BYTES_PER_PARAM.get(dtype.lower(), 2.0)
+        if quantization.lower() not in QUANTIZED_BYTES_PER_PARAM:
+            raise ValueError(f"quantization {quantization!r}: the prior knows no weight width for it "
+                             f"({', '.join(QUANTIZED_BYTES_PER_PARAM)})")
+        return QUANTIZED_BYTES_PER_PARAM[quantization.lower()]
+    if dtype.lower() not in BYTES_PER_PARAM:
+        raise ValueError(f"dtype {dtype!r}: the prior knows no width for it ({', '.join(BYTES_PER_PARAM)})")
+    return BYTES_PER_PARAM[dtype.lower()]
 
 
 def shape_from_hf_config(cfg: Mapping[str, object], dtype: str, quantization: str | None, source: str) -> ModelShape:
@@ -81,6 +88,8 @@ def shape_from_hf_config(cfg: Mapping[str, object], dtype: str, quantization: st
     mlp = 3 * hidden * inter
     embeddings = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
     params = layers * (attention + mlp) + embeddings
+    if dtype.lower() == "auto":  # vLLM loads the checkpoint's own dtype
+        dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "auto")
     return ModelShape(params=params, layers=layers, kv_heads=int(kv_heads), head_dim=int(head_dim),
                       weight_bytes_per_param=bytes_per_param(dtype, quantization),
                       kv_bytes_per_value=bytes_per_param(dtype, None), source=source)

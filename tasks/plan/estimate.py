@@ -17,6 +17,7 @@ from specfleet.perfmodel.prior import (
     GPU_DEFAULTS,
     ModelShape,
     Roofline,
+    bytes_per_param,
     shape_from_hf_config,
 )
 from specfleet.plan_timing import ArmRecord, CalibratedTiming, PriorTiming
@@ -87,7 +88,12 @@ def roofline(config: SweepConfig) -> Roofline:
                         f"cpu: {bandwidth:.1f} GB/s, {tflops:.2f} TFLOP/s ({source})")
     spec = next((s for key, s in ACCELERATORS.items() if hw.accelerator.lower().startswith(key)), None)
     bandwidth = hw.memory_bandwidth_gb_per_s or (spec.memory_bandwidth_gb_per_s if spec else None)
-    weight_bytes = 1.0 if config.models.target.quantization else 2.0
+    quantization = config.models.target.quantization
+    try:  # the peak's precision class: FP8 for 8-bit (or narrower) weights, else the BF16/FP16 peak
+        fp8 = quantization is not None and bytes_per_param("bfloat16", quantization) <= 1.0
+    except ValueError as err:
+        raise InputError(f"models.target: {err}") from None
+    weight_bytes = 1.0 if fp8 else 2.0
     tflops = hw.peak_tflops or (spec.peak_tflops(weight_bytes) if spec else None)
     if bandwidth is None or tflops is None:
         raise InputError(f"hardware.accelerator {hw.accelerator!r}: the plan's prior has no roofline for it; set "

@@ -84,3 +84,13 @@ def test_tensor_parallelism_splits_the_weight_read() -> None:
     one, two = prior_step(LLAMA70B, None, "baseline", 0, _hw()), prior_step(LLAMA70B, None, "baseline", 0, _hw(tp=2))
     assert two.fixed_ms < one.fixed_ms
     assert two.per_context_token_ms == pytest.approx(one.per_context_token_ms / 2)
+
+
+def test_auto_reads_the_checkpoints_dtype_and_an_unknown_width_is_named_not_guessed() -> None:
+    cfg = KNOWN_CONFIGS["meta-llama/Llama-3.2-1B-Instruct"]
+    assert shape_from_hf_config(cfg, "auto", None, "1b").weight_bytes_per_param == 2.0  # its torch_dtype
+    assert shape_from_hf_config({**cfg, "torch_dtype": "float32"}, "auto", None, "1b").weight_bytes_per_param == 4.0
+    with pytest.raises(ValueError, match="quantization 'mxfp4'"):
+        shape_from_hf_config(cfg, "bfloat16", "mxfp4", "1b")
+    with pytest.raises(ValueError, match="dtype 'auto'"):
+        shape_from_hf_config({k: v for k, v in cfg.items() if k != "torch_dtype"}, "auto", None, "1b")

@@ -65,10 +65,13 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
                     plan.pull_results()
                     tracker.log_cells([c for r in done for c in r.cells], plan.store, plan.fingerprint.digest)
                     reports += done
+        stages_done_unix_s = time.time()
         stored = [c for c in plan.store.cells() if c.key in plan.cells]
         tracker.log_cells(stored, plan.store, plan.fingerprint.digest)  # any a crash left unlogged
         summary = aggregate(plan, reports)
-        summary = summary.model_copy(update={"wall_s": time.time() - started_unix_s})
+        ended_unix_s = time.time()
+        summary = summary.model_copy(update={"wall_s": ended_unix_s - started_unix_s,
+                                             "after_stages_s": ended_unix_s - stages_done_unix_s})
         tracker.log_summary(summary, summary_markdown(summary))
         if tracker.offline is not None:
             summary = summary.model_copy(update={"notes": [*summary.notes, tracker.offline]})

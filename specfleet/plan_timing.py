@@ -55,6 +55,12 @@ class PriorTiming:
     def sweep_overhead_s(self) -> float:
         return self.hardware.engine.sweep_overhead_s
 
+    def startup_high_s(self, arm: ArmPlan) -> float:
+        return self.startup_s(arm)
+
+    def after_stages_s(self) -> float:
+        return self.sweep_overhead_s()
+
 
 @dataclass(frozen=True)
 class ArmRecord:
@@ -77,6 +83,12 @@ class CalibratedTiming:
     """The calibration sweep's wall time less its stages' (Ray's start, planning, aggregation), when it
     recorded its wall time."""
     prior: PriorTiming
+    after_stages_recorded_s: float | None = None
+    """The calibration sweep's seconds after its last stage, when it recorded them."""
+    history: Sequence[ArmRecord] = ()
+    """Arm records of other recent sweeps of the config: more start-ups for ``startup_high_s``."""
+    history_after_stages_s: Sequence[float] = ()
+    """Their recorded seconds after the last stage: more for ``after_stages_s``."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -115,18 +127,35 @@ class CalibratedTiming:
     def request_overhead_ms(self) -> float:
         return self.calibration.overhead_ms
 
-    def _timings(self, arm: ArmPlan) -> list[ArmTiming]:
+    def _timings(self, arm: ArmPlan, records: Sequence[ArmRecord]) -> list[ArmTiming]:
         for match in (lambda r: r.arm == arm.arm, lambda r: r.method == arm.method, lambda r: True):
-            found = [r.timing for r in self.records if match(r) and r.timing.server_starts]
+            found = [r.timing for r in records if match(r) and r.timing.server_starts]
             if found:
                 return found
         return []
 
     def startup_s(self, arm: ArmPlan) -> float:
-        found = self._timings(arm)
+        found = self._timings(arm, self.records)
         if not found:
             return self.prior.startup_s(arm)
         return sum(t.startup_s / t.server_starts for t in found) / len(found)
+
+    def startup_high_s(self, arm: ArmPlan) -> float:
+        """The slowest start-up recorded for the arm (else its method, else any arm) in this sweep
+        and the ``history``: what a budget counts on, since a start-up longer than planned runs
+        the sweep past its deadline (the demo's baseline started in 46 to 75 s on one machine)."""
+        found = self._timings(arm, [*self.records, *self.history])
+        if not found:
+            return self.prior.startup_s(arm)
+        return max(t.startup_s / t.server_starts for t in found)
+
+    def after_stages_s(self) -> float:
+        """After the last stage (Ray's stop, logging, aggregation): the longest recorded here and in
+        the history (a budgeted sweep's aggregation also predicts the cells it left out: 15 s
+        against 5 s for a complete demo sweep), else all the time outside the arms."""
+        recorded = [*([] if self.after_stages_recorded_s is None else [self.after_stages_recorded_s]),
+                    *self.history_after_stages_s]
+        return max(recorded) if recorded else self.sweep_overhead_s()
 
     def probe_s(self, arm: ArmPlan) -> float | None:
         probes = [r.timing.probe_s for r in self.records if r.arm == arm.arm and r.phase == "main"

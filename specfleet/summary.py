@@ -63,6 +63,9 @@ class SweepSummary(RecordModel):
     results_dir: str
     wall_s: float | None = Field(None, description="Seconds from this invocation's start to its summary "
                                  "(what a plan calibrated on this sweep reads); None in older summaries.")
+    after_stages_s: float | None = Field(
+        None, description="Of wall_s, the seconds after the last stage (logging, aggregation): what a budget keeps "
+        "back after the closing baseline; None in older summaries.")
 
     @property
     def exit_failed(self) -> bool:

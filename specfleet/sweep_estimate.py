@@ -61,6 +61,14 @@ class Timing(Protocol):
         """Outside the arms: Ray's start, planning, aggregation."""
         ...
 
+    def startup_high_s(self, arm: ArmPlan) -> float:
+        """A start-up a budget can count on (not often exceeded)."""
+        ...
+
+    def after_stages_s(self) -> float:
+        """Of ``sweep_overhead_s``, what comes after the last stage."""
+        ...
+
 
 class StageEstimate(RecordModel):
     name: str

@@ -4,9 +4,11 @@ cell's predicted seconds and priority (``specfleet.budget`` says how a sweep use
 The times are ``specfleet plan``'s (``specfleet.sweep_estimate``): calibrated on the sweep itself
 when it is resumed or continued with usable cells, else on the newest earlier finished sweep of
 its config (servers' start-up from their records); the performance model's cold-start prior
-otherwise. The reserve is the closing stage: its servers' start and the twins of the opening
-cells measured. The order is ``specfleet.cell_priority``'s.
+otherwise. The reserve is the closing stage (its servers' slowest recorded start, the twins of the
+opening cells measured) and the time after it (aggregation). The order is ``specfleet.cell_priority``'s.
 """
+
+import json
 
 from specfleet.budget import CellBudget
 from specfleet.cell_priority import cell_order
@@ -21,14 +23,17 @@ from tasks.plan.sweep_plan import SweepPlan, planned_cells, stored_sweeps
 
 def _timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
     """Calibrated on the sweep's own cells when it is resumed with usable ones, else on the newest of
-    the three latest finished sweeps of its config that has usable cells, else the prior."""
+    the three latest finished sweeps of its config that has usable cells, else the prior. The
+    start-ups of all of them bound the budget's (``CalibratedTiming.startup_high_s``)."""
     prior = prior_timing(plan.config, config_base_dir(plan.config_path))
-    candidates = [plan.sweep_id] if plan.resumed else []
-    candidates += [sweep_id for sweep_id, _ in stored_sweeps(plan.store.root, plan.config.name)
-                   if sweep_id != plan.sweep_id and (plan.store.root / sweep_id / "summary.json").is_file()][:3]
-    for sweep_id in candidates:
+    earlier = [plan.store.root / sweep_id for sweep_id, _ in stored_sweeps(plan.store.root, plan.config.name)
+               if sweep_id != plan.sweep_id and (plan.store.root / sweep_id / "summary.json").is_file()][:3]
+    candidates = ([plan.store.dir] if plan.resumed else []) + earlier
+    history = [json.loads((sweep_dir / "summary.json").read_text()) for sweep_dir in candidates
+               if (sweep_dir / "summary.json").is_file()]
+    for sweep_dir in candidates:
         try:
-            return calibrated_timing(sweep_id, plan.store.root, plan.config, prior)
+            return calibrated_timing(sweep_dir.name, plan.store.root, plan.config, prior, history)
         except InputError:  # nothing usable to calibrate on
             continue
     return prior
@@ -44,23 +49,24 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
     cell_s = {key: seconds[ident] for ident, key in pending.items() if ident in seconds}
     start_s: dict[str, float] = {}
     for server in times.arms:  # an arm's first server runs the probes: the longest start
-        start_s[server.arm.arm] = max(start_s.get(server.arm.arm, 0.0), server.startup_s + server.probe_s)
+        start_s[server.arm.arm] = max(start_s.get(server.arm.arm, 0.0),
+                                      timing.startup_high_s(server.arm) + server.probe_s)
     # An opening baseline cell starts only with room for its closing twin (twin_s); the reserve holds
     # the closing servers' start and the twins of opening cells already measured. The aggregation after
-    # the closing stage is not reserved: it is the "plus one cell" a budget may run over by.
+    # the closing stage is reserved too (``after_stages_s``).
     complete = plan.store.complete_keys()
     opening_key = {ident: key for _, _, _, owed in planned_cells(plan.config, plan.fingerprint.digest)
                    for ident, key in owed if ident.phase == "main" and ident.method == "baseline"}
     twin_s = {opening_key[twin]: cell_s[key] for ident, key in pending.items() if ident.phase == "baseline_end"
               and (twin := ident.model_copy(update={"phase": "main"})) in opening_key
               and opening_key[twin] not in complete and key in cell_s}
-    closing = [server.startup_s + sum(cell_s.get(pending[c], 0.0) for c in owed
+    closing = [timing.startup_high_s(server.arm) + sum(cell_s.get(pending[c], 0.0) for c in owed
                                       if opening_key.get(c.model_copy(update={"phase": "main"})) in complete)
                for server in times.arms if server.stage == "closing baseline"
                if (owed := [c for c in server.cells if c in pending])]
     noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
     order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
-    reserve_s = stage_wall_s(closing, slots(plan.config)[0])
+    reserve_s = stage_wall_s(closing, slots(plan.config)[0]) + timing.after_stages_s()
     return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s, twin_s=twin_s,
                       cell_s=cell_s, priority={pending[ident]: float(rank) for rank, ident in enumerate(order)},
                       server_start_s=start_s)

@@ -3,7 +3,9 @@ and a stored sweep to calibrate on; then ``specfleet.sweep_estimate`` does the a
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -142,7 +144,18 @@ def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
                        notes=(*PriorTiming.notes, *notes))
 
 
-def calibrated_timing(sweep: str, results_dir: Path, config: SweepConfig, prior: PriorTiming) -> CalibratedTiming:
+def arm_records(summary: Mapping[str, Any], config: SweepConfig) -> list[ArmRecord]:
+    """The arms' timing records of a stored sweep's ``summary.json`` (none while it runs)."""
+    methods = {a.arm: a.method for a in arm_plans(config)}
+    return [ArmRecord(arm=a["arm"], method=methods.get(a["arm"], ""), phase=a["phase"],
+                      timing=ArmTiming.model_validate(a["timing"]))
+            for a in summary.get("arms", []) if a.get("timing")]
+
+
+def calibrated_timing(sweep: str, results_dir: Path, config: SweepConfig, prior: PriorTiming,
+                      history: Sequence[Mapping[str, Any]] = ()) -> CalibratedTiming:
+    """The model calibrated on ``sweep``, with its timing records; ``history``: the summaries of
+    other recent sweeps of the config, for the budget's slowest start and longest aggregation."""
     from tasks.report.load import find_sweep_dir, load_report_data
 
     data = load_report_data(find_sweep_dir(sweep, results_dir))
@@ -150,9 +163,7 @@ def calibrated_timing(sweep: str, results_dir: Path, config: SweepConfig, prior:
     summary_path = data.sweep_dir / "summary.json"  # absent while a sweep runs: no timing records yet
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     methods = {a.arm: a.method for a in arm_plans(data.config)}
-    records = [ArmRecord(arm=a["arm"], method=methods.get(a["arm"], ""), phase=a["phase"],
-                         timing=ArmTiming.model_validate(a["timing"]))
-               for a in summary.get("arms", []) if a.get("timing")]
+    records = arm_records(summary, data.config)
     outside = None
     if summary.get("wall_s") is not None:
         parallel, _ = slots(data.config)
@@ -160,7 +171,11 @@ def calibrated_timing(sweep: str, results_dir: Path, config: SweepConfig, prior:
                    (methods.get(r.arm) == "baseline") == base] for end, base in ((False, True), (False, False),
                                                                                    (True, True))]
         outside = max(0.0, float(summary["wall_s"]) - sum(stage_wall_s(s, parallel) for s in stages))
-    return CalibratedTiming(calibration=cal, records=records, outside_arms_s=outside, prior=prior)
+    return CalibratedTiming(
+        calibration=cal, records=records, outside_arms_s=outside, prior=prior,
+        after_stages_recorded_s=summary.get("after_stages_s"),
+        history=[record for other in history for record in arm_records(other, data.config)],
+        history_after_stages_s=[other["after_stages_s"] for other in history if other.get("after_stages_s")])
 
 
 def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: str | None,

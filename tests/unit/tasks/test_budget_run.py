@@ -11,6 +11,7 @@ import pytest
 
 from cli.render import print_sweep_summary
 from specfleet.budget import CellBudget, NotMeasured
+from specfleet.results import ArmTiming
 from specfleet.summary import SweepSummary, run_status
 from tasks.analysis.summary import aggregate
 from tasks.arm.lifecycle import run_arm
@@ -38,7 +39,8 @@ def test_the_budget_times_every_pending_cell_and_keeps_the_closing_baseline_back
     pending = {key: ident for work in plan.work for ident, key in work.cells}
     assert budget.deadline_unix_s == 4600.0 and set(budget.cell_s) == set(budget.priority) == set(pending)
     closing_s = sum(budget.cell_s[key] for key, ident in pending.items() if ident.phase == "baseline_end")
-    assert budget.reserve_s <= budget.server_start_s["baseline"]  # the closing start: no opening cell measured yet
+    # the closing start and the time after the stages (the prior's): no opening cell measured yet
+    assert budget.reserve_s <= budget.server_start_s["baseline"] + 20.0
     assert sum(budget.twin_s.values()) == pytest.approx(closing_s)  # each opening cell carries its closing twin
     assert set(budget.server_start_s) == {"baseline", "draft-k2"} and min(budget.server_start_s.values()) > 0
     ranked = sorted(pending, key=budget.priority.__getitem__)
@@ -49,6 +51,24 @@ def test_the_budget_times_every_pending_cell_and_keeps_the_closing_baseline_back
     resumed = cell_budget(_plan(tmp_path, plan.sweep_id), 3600, 1000.0)  # calibrated on its own cells now
     assert set(resumed.cell_s) == {key for key, ident in pending.items()
                                    if ident.arm != "baseline" or ident.phase != "main"}
+
+
+def test_a_calibrated_budget_counts_on_the_slowest_start_and_the_longest_time_after_the_stages(
+        tmp_path: Path) -> None:
+    """Two earlier finished sweeps of the config: the budget calibrates on the newer, and counts
+    on the slower baseline start and the longer time after the stages of either."""
+    for startup_s, after_s in ((71.0, 9.0), (52.0, 6.5)):  # older first
+        earlier = _plan(tmp_path)
+        for key, ident in earlier.cells.items():
+            store_cell(earlier.store, earlier.config, ident, key, records(gap_ms=5 if ident.k is None else 4))
+        timing = ArmTiming(startup_s=startup_s, probe_s=0.0, wall_s=startup_s + 10, server_starts=1)
+        reports = [ArmReport(arm="baseline", phase=phase, cells=[], error=None, timing=timing)
+                   for phase in ("main", "baseline_end")]
+        earlier.store.write_json("summary.json", aggregate(earlier, reports).model_copy(
+            update={"wall_s": 2 * startup_s + 40, "after_stages_s": after_s}))
+    budget = cell_budget(_plan(tmp_path), 3600, 1000.0)
+    assert 71.0 < budget.server_start_s["baseline"] < 72.0  # the slower start (and the probes), not the newer's 52
+    assert budget.reserve_s == pytest.approx(71.0 + 9.0)  # no opening cell measured: no twin owed yet
 
 
 def test_an_arm_none_of_whose_cells_fits_starts_no_server(tmp_path: Path) -> None:

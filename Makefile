@@ -45,12 +45,13 @@ install: $(ENV_STAMP)
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-# Prometheus for the traffic estimate's test, which starts its own on a free port (Debian's package;
-# needs root or sudo). Without its recommended node exporter; in a container the package starts no
+# Prometheus and promtool (one Debian package; needs root or sudo) for the traffic estimate's and the
+# drift alerts' tests, which start their own Prometheus on a free port, and the rule tests, which run
+# promtool. Without its recommended node exporter; in a container the package starts no
 # service (no runlevel, and Docker's policy-rc.d refuses), and under systemd the one it starts on
 # port 9090 is stopped and disabled.
 prometheus:
-	@command -v prometheus >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+	@(command -v prometheus && command -v promtool) >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
 		&& if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi)
 
 fixtures: install

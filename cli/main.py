@@ -93,7 +93,7 @@ def _plan_headline(config: Path) -> "tuple[SweepEstimate | None, str | None]":
 
 
 def _mount() -> None:
-    from cli import calc, fixtures, stats
+    from cli import calc, fixtures, monitor, stats
     from cli.measure import measure
     from cli.plan import plan
     from cli.predict import predict
@@ -113,6 +113,7 @@ def _mount() -> None:
     app.add_typer(fixtures.app, name="fixtures", help="Build the fixture models for the CPU demo.")
     app.add_typer(calc.app, name="calc", help="The seed's calculator: speedup, break-even, fleet cost, KV.")
     app.add_typer(stats.app, name="stats", help="Statistical checks on stored samples.")
+    app.add_typer(monitor.app, name="monitor", help="Prometheus rules that watch a deployed arm against its sweep.")
 
 
 _mount()

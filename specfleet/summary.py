@@ -14,6 +14,7 @@ from specfleet.mix_verdict import MixVerdict
 from specfleet.not_measured import NotMeasuredCell
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import ArmTiming
+from specfleet.server_args import DeploymentArgs
 from specfleet.stats.quality import GateResult
 
 
@@ -61,6 +62,9 @@ class SweepSummary(RecordModel):
     engine_checks: list[EngineCheck] = Field(
         default_factory=list, description="The installed engine's self-checks (none in older summaries).")
     results_dir: str
+    server_args: DeploymentArgs | None = Field(
+        None, description="Each arm's vLLM server arguments for the target, and the speculation-off ones to "
+        "roll back to (None in summaries written before they were stored).")
     wall_s: float | None = Field(None, description="Seconds from this invocation's start to its summary "
                                  "(what a plan calibrated on this sweep reads); None in older summaries.")
     after_stages_s: float | None = Field(

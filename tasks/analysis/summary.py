@@ -8,8 +8,10 @@ from specfleet.decision_table import decision_rows, negative_cells
 from specfleet.errors import InputError
 from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
 from specfleet.results import CellResult, RequestRecord
+from specfleet.server_args import deployment_args
 from specfleet.summary import ArmSummary, SweepSummary
 from tasks.analysis.aggregate import analyse_stored, stored_records
+from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import SweepPlan, stored_sweeps
 
@@ -53,6 +55,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         negative_cells=negative_cells(analysis.decisions, plan.config),
         decisions=analysis.decisions, k_policy=analysis.policies, engine_checks=plan.engine_checks,
         results_dir=str(plan.store.dir),
+        server_args=deployment_args(plan.config, plan.resolved, SERVED_MODEL_NAME),
     )
 
 

@@ -23,6 +23,7 @@ from specfleet.mix_verdict import MixVerdict
 from specfleet.not_measured import NotMeasuredCell
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import CellResult, RequestRecord
+from specfleet.server_args import DeploymentArgs
 from specfleet.summary import SweepSummary
 from tasks.analysis.aggregate import stored_engine_checks, stored_probes, stored_quality, stored_records
 from tasks.plan.config import load_sweep_config
@@ -53,6 +54,8 @@ class ReportData:
     not_measured: list[NotMeasuredCell]
     """Cells the sweep's budget did not start, with their predictions (from its summary)."""
     engine_checks: list[EngineCheck]
+    server_args: DeploymentArgs | None
+    """Each arm's server arguments, from the summary (None without one, or in one written before them)."""
 
     @property
     def baseline_arm(self) -> str:
@@ -110,7 +113,7 @@ def load_report_data(sweep_dir: Path) -> ReportData:
         summary = SweepSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
         decisions, policies, mix = summary.decisions, summary.k_policy, summary.mix
         origin, notes, failed = f"the sweep's {SUMMARY_FILE}", summary.notes, summary.failed_cells
-        not_measured = summary.not_measured
+        not_measured, server_args = summary.not_measured, summary.server_args
         if not mix:  # a summary written before the verdict at the mix existed: made from its decisions
             mix, why = sweep_mix(config, decisions, policies, cells, records)
             notes = notes if why is None or why in notes else [*notes, why]
@@ -118,11 +121,11 @@ def load_report_data(sweep_dir: Path) -> ReportData:
         analysis = analyse_sweep(config, cells, records, probes, answers, engine.findings)
         decisions, policies, mix = analysis.decisions, analysis.policies, analysis.mix
         origin = f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
-        notes, failed, not_measured = analysis.notes, [], []
+        notes, failed, not_measured, server_args = analysis.notes, [], [], None
     return ReportData(
         sweep_id=sweep_dir.name, sweep_dir=sweep_dir, config=config, config_source=source,
         fingerprint=Fingerprint.model_validate(stored["fingerprint"]), cells=cells, records=records,
         equivalence=equivalence, quality=sweep_quality(config, answers, engine.findings), decisions=decisions,
         policies=policies, mix=mix, decisions_source=origin, notes=notes, failed_cells=failed,
-        not_measured=not_measured, engine_checks=engine.checks,
+        not_measured=not_measured, engine_checks=engine.checks, server_args=server_args,
     )

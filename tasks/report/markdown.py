@@ -46,6 +46,9 @@ def summary_markdown(summary: SweepSummary) -> str:
         "```\n\n## Sweep overhead (this run's arms)\n\n", markdown_table(summary.arms, OVERHEAD_COLUMNS),
         "\n## Equivalence gates\n\n", *(f"- {line}\n" for line in gate_lines(summary.gates, summary.quality)),
     ]
+    if summary.server_args is not None:
+        parts += ["\n## Server arguments (deploy, roll back)\n\n", *(f"- {line}\n" for line in
+                                                                   server_args_lines(summary))]
     if summary.engine_checks:
         parts += ["\n## Engine self-checks\n\n", *(line + "\n" for line in engine_check_lines(summary.engine_checks))]
     if summary.notes:
@@ -56,6 +59,19 @@ def summary_markdown(summary: SweepSummary) -> str:
         parts += [f"\n## {not_measured_title(len(summary.not_measured))}\n\n",
                   *(f"- {not_measured_line(c)}\n" for c in summary.not_measured)]
     return "".join(parts)
+
+
+def server_args_lines(summary: SweepSummary) -> list[str]:
+    """The adopted arms' server commands, then the speculation-off one (what a rollback restarts with)."""
+    args = summary.server_args
+    if args is None:
+        return []
+    adopted = [v.name for v in summary.mix if v.adoptable and v.name in args.speculative]
+    lines = [f"adopted at the traffic mix, {arm}: `{args.command(arm)}`" for arm in adopted]
+    lines = lines or ["adopted at the traffic mix: none"]
+    return [*lines, f"speculation off ({args.speculation_off_arm}; the rollback: vLLM sets speculation when a server "
+                    f"starts, so a replica rolls back by restarting with these): `{args.command()}`",
+            "without --host and --port, which the deployment sets"]
 
 
 def _decision_lines(content: ReportContent) -> list[str]:

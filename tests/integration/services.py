@@ -118,11 +118,12 @@ def mlflow_server(root: Path, artifacts: str, env: Mapping[str, str] | None = No
 
 @contextlib.contextmanager
 def prometheus_server(root: Path, target: str | None, scrape_interval: str = "500ms",
-                      copy_as_model: str | None = None) -> Iterator[str]:
+                      copy_as_model: str | None = None, rules: Path | None = None) -> Iterator[str]:
     """A real ``prometheus`` (Debian's package, ``make prometheus``) on loopback scraping ``target``'s
     /metrics every ``scrape_interval`` into ``root`` (nothing when None); yields its URL once its
     first scrape is up. ``copy_as_model``: a second job scrapes the same target with its
-    ``model_name`` label rewritten to that name, so Prometheus holds two models' series."""
+    ``model_name`` label rewritten to that name, so Prometheus holds two models' series. ``rules``:
+    a rule file, evaluated every ``scrape_interval``."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("prometheus is missing: apt-get install -y prometheus (make test installs it)")
@@ -134,9 +135,10 @@ def prometheus_server(root: Path, target: str | None, scrape_interval: str = "50
                      "metric_relabel_configs": [{"source_labels": ["model_name"], "regex": "(.+)",
                                                  "target_label": "model_name", "replacement": copy_as_model}]})
     config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval},
+        "global": {"scrape_interval": scrape_interval, "scrape_timeout": scrape_interval,
+                   "evaluation_interval": scrape_interval},
         "scrape_configs": jobs,
-    }))
+    } | ({"rule_files": [str(rules)]} if rules is not None else {})))
     port = free_port()
     argv = [binary, f"--config.file={config}", f"--storage.tsdb.path={root / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}"]

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from specfleet.contract import arm_plans, parse_sweep_config
-from specfleet.server_args import server_args, server_env
+from specfleet.server_args import deployment_args, server_args, server_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,3 +36,18 @@ def test_dev_endpoints_stay_off_on_a_public_bind() -> None:
     text = (ROOT / "configs" / "demo-cpu.yaml").read_text().replace("engine:\n", "engine:\n  host: 0.0.0.0\n")
     config = parse_sweep_config(text, "demo")
     assert "VLLM_SERVER_DEV_MODE" not in server_env(config.engine, arm_plans(config)[0])
+
+
+def test_stored_arguments_are_each_arms_without_the_deployments_host_and_port() -> None:
+    config = parse_sweep_config((ROOT / "configs" / "demo-cpu.yaml").read_text(), "demo")
+    resolved = {"fixture:target": "/models/t", "fixture:draft": "/models/d"}
+    stored = deployment_args(config, resolved, "m")
+    plans = arm_plans(config)
+    assert stored.speculation_off_arm == "baseline" and list(stored.speculative) == [p.arm for p in plans[1:]]
+    for plan, args in [(plans[0], stored.speculation_off), *((p, stored.speculative[p.arm]) for p in plans[1:])]:
+        full = server_args(config.engine, config.models.target, plan, resolved, 8000, "m")
+        host, port = full.index("--host"), full.index("--port")
+        assert args == [a for i, a in enumerate(full) if i not in (host, host + 1, port, port + 1)]
+    assert stored.command() == ("python -m vllm.entrypoints.openai.api_server --model /models/t --served-model-name m "
+                                "--dtype float32 --seed 0 --max-model-len 1024 --max-num-seqs 16")
+    assert "'{\"method\": \"ngram\"" in stored.command("ngram-k3")  # the JSON quoted for a shell

@@ -1,0 +1,50 @@
+"""``specfleet monitor``: Prometheus rules that watch a deployed speculative arm against its sweep."""
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.errors import exit_on_error
+from specfleet.errors import InputError
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command()
+def rules(
+    sweep: Annotated[str, typer.Argument(help="Sweep id (under --results-dir) or a sweep's results folder.")],
+    results_dir: Annotated[Path, typer.Option("--results-dir", help="Root of the sweeps' results.")] = Path("results"),
+    out: Annotated[Path | None, typer.Option("--out", help="Rule file to write (default: standard output).")] = None,
+    arm: Annotated[str | None, typer.Option(
+        "--arm", help="Watch this speculative arm (default: the one the sweep adopted at its traffic mix).")] = None,
+    window: Annotated[str, typer.Option(
+        "--window", help="Rolling window of the means, and how long an alert condition must hold: 30s, 10m, 1h.")]
+        = "10m",
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Only this served model name (vLLM's model_name label; default: every speculative one).")]
+        = None,
+) -> None:
+    """Write Prometheus recording and alerting rules: tokens per decode step below the sweep's
+    break-even, or below its own figure by more than its noise floor, per load bucket."""
+    from specfleet.durations import parse_duration_s
+    from tasks.monitor.rules import rules_yaml, sweep_basis, write_rules
+
+    with exit_on_error():
+        try:
+            window_s = parse_duration_s(window)
+        except ValueError as err:
+            raise InputError(f"--window: {err}") from None
+        basis, notes = sweep_basis(sweep, results_dir, arm)
+        text = rules_yaml(basis, window_s, model, notes)
+        if out is not None:
+            write_rules(out, text)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if out is None:
+        print(text, end="")
+        return
+    alerts = text.count("\n  - alert: ")
+    print(f"rules: {out} ({alerts} alert expressions for {basis.arm}, sweep {basis.sweep_id}); "
+          f"load with rule_files in prometheus.yml")

@@ -1,0 +1,57 @@
+"""``specfleet monitor rules``: a stored sweep read into a ``MonitorBasis`` and its Prometheus rules
+written as YAML (``specfleet.monitor_basis``, ``specfleet.monitor_rules``)."""
+
+from pathlib import Path
+
+import yaml
+
+from specfleet.durations import format_duration
+from specfleet.monitor_basis import LoadBucket, MonitorBasis, monitor_basis
+from specfleet.monitor_rules import prometheus_rules
+from specfleet.server_args import deployment_args
+from tasks.arm.lifecycle import SERVED_MODEL_NAME
+from tasks.report.load import find_sweep_dir, load_report_data
+from tasks.store.results import atomic_write_text
+
+NO_STORED_ARGS = ("the sweep's summary stored no server arguments (written before they were): the rollback "
+                  "command names the models as the config writes them")
+
+
+def sweep_basis(sweep: str, results_root: Path, arm: str | None) -> tuple[MonitorBasis, list[str]]:
+    """The figures the alerts compare with, from the stored sweep, and notes on what is missing."""
+    data = load_report_data(find_sweep_dir(sweep, results_root))
+    stored = data.server_args
+    deployment = stored if stored is not None else deployment_args(data.config, {}, SERVED_MODEL_NAME)
+    basis = monitor_basis(data.sweep_id, data.config, data.cells, data.records, data.mix, deployment, arm)
+    notes = [] if stored is not None else [NO_STORED_ARGS]
+    return basis, notes + [note for bucket in basis.buckets for note in bucket.notes]
+
+
+def rules_yaml(basis: MonitorBasis, window_s: int, model: str | None, notes: list[str]) -> str:
+    """The rule file, opened by comments saying where its thresholds come from."""
+    rules = prometheus_rules(basis, window_s, model).model_dump(mode="json", by_alias=True)
+    adopted = "adopted at the traffic mix" if basis.adopted else "named with --arm; the sweep did not adopt it"
+    header = [f"specfleet monitor rules: sweep {basis.sweep_id}, arm {basis.arm} ({adopted}), "
+              f"figures of its {basis.sampling} cells, window {format_duration(window_s)}"]
+    header += [f"concurrency {b.concurrency}: {_figures(b)}" for b in basis.buckets]
+    header += [f"note: {note}" for note in notes]
+    return "".join(f"# {line}\n" for line in header) + yaml.safe_dump(rules, sort_keys=False, width=100_000)
+
+
+def _figures(b: LoadBucket) -> str:
+    figures = []
+    if b.break_even_tokens_per_step is not None and b.speculative_step_ms and b.baseline_step_ms:
+        figures.append(f"break-even {b.break_even_tokens_per_step:.2f} tokens/step (speculative step "
+                       f"{b.speculative_step_ms:.2f} ms / baseline step {b.baseline_step_ms:.2f} ms)")
+    if b.tokens_per_step is not None:
+        figures.append(f"measured {b.tokens_per_step:.2f} tokens/step")
+    if b.noise_floor is not None:
+        figures.append(f"noise floor {b.noise_floor:.1%}")
+    if b.drift_floor_tokens_per_step is not None:
+        figures.append(f"drift floor {b.drift_floor_tokens_per_step:.2f}")
+    return ", ".join(figures) or "no figures"
+
+
+def write_rules(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)

@@ -24,8 +24,14 @@ def _figures(summary: DistributionSummary) -> dict[str, float | None]:
 
 
 def measure_json(cell: CellResult, slo_given: bool) -> dict[str, object]:
-    """The flat JSON of ``specfleet measure --json``."""
-    spec = cell.spec_decode
+    """The flat JSON of ``specfleet measure --json``. ``mean_acceptance_length`` is the counters'
+    1 + accepted / drafts (conditional on drafting); ``client_mean_acceptance_length`` the client's
+    estimate of tokens per engine step over all steps and ``request_mean_acceptance_length`` vLLM's
+    per-request figure, each pooled over the requests (token-weighted; their request-level
+    distributions are in ``acceptance_per_request``)."""
+    spec, per_request = cell.spec_decode, cell.request_acceptance
+    client = per_request.client_mean_acceptance_length if per_request else None
+    server = per_request.request_mean_acceptance_length if per_request else None
     return {
         "status": cell.status,
         "reasons": cell.reasons,
@@ -44,6 +50,9 @@ def measure_json(cell: CellResult, slo_given: bool) -> dict[str, object]:
         "mean_acceptance_length": spec.mean_acceptance_length if spec else None,
         "acceptance_per_position": spec.acceptance_per_position if spec else None,
         "spec_decode_unavailable": cell.spec_decode_unavailable,
+        "client_mean_acceptance_length": client.token_weighted_mean if client else None,
+        "request_mean_acceptance_length": server.token_weighted_mean if server else None,
+        "acceptance_per_request": per_request.model_dump() if per_request else None,
         "kv_cache": cell.kv_cache.model_dump() if cell.kv_cache else None,
         "energy": cell.energy.model_dump(),
         "client_lag_p99_ms": cell.client_lag_p99_ms,

@@ -39,7 +39,7 @@ def print_measurement(result: dict[str, object]) -> None:
         table.add_row(series, *(_fmt(figures[c]) for c in ("p50", "p95", "p99", "mean")))
     console.print(table)
     for name in ("completed", "failed", "output_tokens_per_s", "qualified_tokens_per_s", "acceptance_rate",
-                 "mean_acceptance_length"):
+                 "mean_acceptance_length", "client_mean_acceptance_length", "request_mean_acceptance_length"):
         console.print(f"{name}: {_fmt(result[name])}")
     for reason in result["reasons"] or []:  # type: ignore[attr-defined]
         console.print(f"[yellow]note:[/yellow] {reason}")

@@ -3,6 +3,8 @@ result should be published with the same detail as a positive one")."""
 
 from collections.abc import Sequence
 
+from pydantic import Field
+
 from specfleet.contract.base import RecordModel
 from specfleet.contract.sweep import SweepConfig
 from specfleet.decisions import Decision
@@ -23,7 +25,9 @@ class DecisionRow(RecordModel):
     method: str
     k: int
     acceptance_rate: float | None
-    mean_acceptance_length: float | None
+    mean_acceptance_length: float | None = Field(description="1 + accepted / drafts: conditional on drafting.")
+    tokens_per_step: float | None = Field(None, description="Tokens per engine step over all steps: what speedup "
+                                          "follows (None in summaries written before it existed).")
     qualified_tps_speedup: float | None
     speedup_low: float | None
     speedup_high: float | None
@@ -56,6 +60,7 @@ def decision_rows(decisions: Sequence[Decision], config: SweepConfig) -> list[De
             prompt_class=s.prompt_class, sampling=s.sampling, method=s.method, k=s.k,
             acceptance_rate=c.acceptance_rate if c else None,
             mean_acceptance_length=c.mean_acceptance_length if c else None,
+            tokens_per_step=c.tokens_per_step if c else None,
             qualified_tps_speedup=tps.estimate if tps else None,
             speedup_low=tps.low if tps else None, speedup_high=tps.high if tps else None,
             itl_speedup=c.itl_speedup.estimate if c and c.itl_speedup else None,

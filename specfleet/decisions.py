@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from specfleet.acceptance import pooled_tokens_per_step
 from specfleet.contract.base import RecordModel
 from specfleet.contract.checks import AnalysisSpec
 from specfleet.contract.models import HardwareSpec
@@ -62,7 +63,12 @@ class Comparison(RecordModel):
     baseline_slo_holds: bool
     candidate_slo_holds: bool
     acceptance_rate: float | None = Field(description="Telemetry r = accepted / proposed. Not alpha.")
-    mean_acceptance_length: float | None = Field(description="Tokens per step, bonus token included.")
+    mean_acceptance_length: float | None = Field(
+        description="1 + accepted / drafts from the counters, bonus token included: the length conditional on "
+        "drafting (steps that proposed nothing are not in it).")
+    tokens_per_step: float | None = Field(
+        None, description="Tokens per engine step over all steps, drafting or not (the client's estimate, pooled "
+        "over the candidate's cells): what speedup follows. None in summaries written before it existed.")
     engine_version: str | None
 
 
@@ -172,6 +178,7 @@ def compare_cells(
             itl_speedup, base_itl_reps, cand_itl_reps, conf, basis),
         candidate_ttft_ms=cand_ttft, baseline_slo_holds=base_ok, candidate_slo_holds=cand_ok,
         acceptance_rate=rate, mean_acceptance_length=length,
+        tokens_per_step=pooled_tokens_per_step([s.cell for s in candidate]),
         engine_version=candidate[0].cell.engine_version,
     )
 

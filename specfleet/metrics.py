@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from scipy.stats import binom
 
+from specfleet.acceptance import request_acceptance
 from specfleet.contract.matrix import CellIdentity
 from specfleet.contract.workload import ItlStatistic, SLOSpec
 from specfleet.results.cell import (
@@ -301,6 +302,7 @@ def assemble_cell(
         throughput=rates,
         spec_decode=spec_decode,
         spec_decode_unavailable=spec_decode_unavailable,
+        request_acceptance=request_acceptance(records),
         kv_cache=kv_cache,
         energy=_with_energy_per_token(energy, rates.output_tokens, rates.qualified_output_tokens),
         client_lag_p99_ms=client_lag_p99_ms,

@@ -5,6 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from specfleet.acceptance import ClassAcceptance
 from specfleet.contract.base import RecordModel
 from specfleet.decision_table import DecisionRow
 from specfleet.decisions import Decision
@@ -59,6 +60,10 @@ class SweepSummary(RecordModel):
     negative_cells: list[DecisionRow]
     decisions: list[Decision]
     k_policy: list[KPolicyReport]
+    acceptance: list[ClassAcceptance] = Field(
+        default_factory=list, description="Acceptance length per speculative arm, prompt class and sampling mode: "
+        "the counters' 1 + accepted / drafts beside the per-request distributions of the client's estimate (tokens "
+        "per step over all steps) and of vLLM's own figure (empty in summaries written before it existed).")
     engine_checks: list[EngineCheck] = Field(
         default_factory=list, description="The installed engine's self-checks (none in older summaries).")
     results_dir: str

@@ -2,11 +2,13 @@
 
 from specfleet.results.cell import (
     SERVER_DIED,
+    AcceptanceDistribution,
     CellResult,
     DistributionSummary,
     EnergyReading,
     KVCacheInfo,
     PercentileEstimate,
+    RequestAcceptance,
     SpecDecodeStats,
     Throughput,
     judge_cell,
@@ -15,6 +17,7 @@ from specfleet.results.records import RequestRecord
 from specfleet.results.timing import ArmTiming
 
 __all__ = [
-    "SERVER_DIED", "ArmTiming", "CellResult", "DistributionSummary", "EnergyReading", "KVCacheInfo",
-    "PercentileEstimate", "RequestRecord", "SpecDecodeStats", "Throughput", "judge_cell",
+    "SERVER_DIED", "AcceptanceDistribution", "ArmTiming", "CellResult", "DistributionSummary", "EnergyReading",
+    "KVCacheInfo", "PercentileEstimate", "RequestAcceptance", "RequestRecord", "SpecDecodeStats", "Throughput",
+    "judge_cell",
 ]

@@ -63,6 +63,44 @@ class SpecDecodeStats(RecordModel):
     acceptance_per_position: list[float]
 
 
+class AcceptanceDistribution(RecordModel):
+    """One per-request acceptance figure across a cell's successful requests (docs/measurement.md,
+    "Per-request acceptance"). Each request contributes tokens over engine steps; its figure is
+    their ratio. Figures are None (never 0) when no request has one; ``missing`` says why."""
+
+    requests: int = Field(description="Successful requests with the figure.")
+    requests_without: int = Field(description="Successful requests without it (``missing`` says why).")
+    missing: str | None = Field(None, description="Why requests have no figure; None when all have one.")
+    mean: float | None = Field(description="Request-weighted: the mean of the requests' figures.")
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    tokens: int = Field(description="Tokens summed over the requests with the figure.")
+    steps: int = Field(description="Engine steps summed over the same requests.")
+    token_weighted_mean: float | None = Field(
+        description="tokens / steps, pooled as the /metrics counters pool: a long completion weighs more "
+        "(each request weighted by its steps, the token-weighted harmonic mean of the figures).")
+    weighting_gap: float | None = Field(description="mean - token_weighted_mean: how far the two weightings differ.")
+
+
+class RequestAcceptance(RecordModel):
+    """A cell's acceptance length per request, from the two per-request sources, named apart from
+    the counters' ``SpecDecodeStats.mean_acceptance_length`` (1 + accepted / drafts)."""
+
+    client_mean_acceptance_length: AcceptanceDistribution = Field(
+        description="The client's estimate: tokens per content chunk between the first (prefill) and the last "
+        "(cut by max_tokens). One chunk is one engine step at vLLM's default stream interval, so this is tokens "
+        "per engine step over all steps, drafting or not: what speedup follows.")
+    request_mean_acceptance_length: AcceptanceDistribution = Field(
+        description="vLLM's per-request figure (--per-request-spec-decode-metrics): 1 + accepted / steps that "
+        "verified a draft, conditional on drafting like the counters.")
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        """Tokens per engine step over all steps (the client's token-weighted estimate)."""
+        return self.client_mean_acceptance_length.token_weighted_mean
+
+
 class KVCacheInfo(RecordModel):
     """From the gauge ``vllm:cache_config_info``; fields the engine did not expose are None."""
 
@@ -116,6 +154,9 @@ class CellResult(RecordModel):
     throughput: Throughput
     spec_decode: SpecDecodeStats | None = None
     spec_decode_unavailable: str | None = None
+    request_acceptance: RequestAcceptance | None = Field(
+        None, description="Acceptance length per request, client estimate and vLLM's own; None in cells stored "
+        "before it was recorded.")
     kv_cache: KVCacheInfo | None = None
     energy: EnergyReading
     client_lag_p99_ms: float | None = Field(

@@ -1,6 +1,42 @@
 """One plain record per measured request; every metric is computed from these (vLLM bench style)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+
+UNCOUNTED_CHUNKS_KEY = "chunks_without_usage"
+"""``RequestRecord.extra`` key: content chunks that carried no cumulative usage count, so the
+parser counted one token each; tokens per chunk then say nothing about engine steps."""
+SPEC_KEY_PREFIX = "spec_"
+"""``RequestRecord.extra`` keys of vLLM's per-request ``metrics.speculative_decoding``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpecDecode:
+    """vLLM's own speculative-decoding summary of one request: ``metrics.speculative_decoding`` in
+    the final usage chunk of a server started with ``--per-request-spec-decode-metrics``.
+
+    Like the ``/metrics`` counters it counts only the steps that verified a draft
+    (``num_spec_steps``), so its mean acceptance length is conditional on drafting.
+    """
+
+    num_spec_steps: int
+    num_accepted_draft_tokens: int
+    num_draft_tokens: int
+    num_spec_tokens: int
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """1 + accepted / drafting steps (bonus token included); None when no step drafted (vLLM
+        sends 1.0 then, a length nothing measured)."""
+        if self.num_spec_steps <= 0:
+            return None
+        return 1.0 + self.num_accepted_draft_tokens / self.num_spec_steps
+
+    @property
+    def draft_acceptance_rate(self) -> float | None:
+        """Accepted / proposed draft tokens; None when nothing was proposed (vLLM sends 0.0 then)."""
+        if self.num_draft_tokens <= 0:
+            return None
+        return self.num_accepted_draft_tokens / self.num_draft_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +71,26 @@ class RequestRecord:
     @property
     def streamed_tokens(self) -> int:
         return sum(self.chunk_tokens)
+
+    @property
+    def request_spec_decode(self) -> RequestSpecDecode | None:
+        """vLLM's per-request figures; None when the server sent none (started without the flag,
+        no speculation, or a stream stored before they were kept)."""
+        counts = {f.name: self.extra.get(SPEC_KEY_PREFIX + f.name) for f in fields(RequestSpecDecode)}
+        if any(value is None for value in counts.values()):
+            return None
+        return RequestSpecDecode(**{name: int(value or 0) for name, value in counts.items()})
+
+    @property
+    def request_mean_acceptance_length(self) -> float | None:
+        """vLLM's per-request mean acceptance length (conditional on drafting); None when absent."""
+        spec = self.request_spec_decode
+        return spec.mean_acceptance_length if spec is not None else None
+
+    @property
+    def request_draft_acceptance_rate(self) -> float | None:
+        spec = self.request_spec_decode
+        return spec.draft_acceptance_rate if spec is not None else None
 
     @property
     def ttft_ns(self) -> int | None:

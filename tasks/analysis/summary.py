@@ -4,6 +4,7 @@ start beside their predictions (``specfleet.perfmodel.unmeasured``, PREDICTED, n
 
 from collections.abc import Mapping, Sequence
 
+from specfleet.acceptance import class_acceptance
 from specfleet.decision_table import decision_rows, negative_cells
 from specfleet.errors import InputError
 from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
@@ -53,7 +54,8 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         gates=analysis.gates, quality=analysis.quality, notes=[*plan.warnings, *analysis.notes],
         cost_table=decision_rows(analysis.decisions, plan.config),
         negative_cells=negative_cells(analysis.decisions, plan.config),
-        decisions=analysis.decisions, k_policy=analysis.policies, engine_checks=plan.engine_checks,
+        decisions=analysis.decisions, k_policy=analysis.policies, acceptance=class_acceptance(cells, records),
+        engine_checks=plan.engine_checks,
         results_dir=str(plan.store.dir),
         server_args=deployment_args(plan.config, plan.resolved, SERVED_MODEL_NAME),
     )

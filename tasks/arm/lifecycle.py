@@ -26,6 +26,7 @@ from specfleet.stats.equivalence import planned_samples_per_prompt
 from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow, find_counter
 from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
+from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for
@@ -130,7 +131,8 @@ class _Gate:
 
 def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_path: Path) -> ArmServer:
     port = free_port(config.engine.host)
-    args = server_args(config.engine, config.models.target, arm, resolved, port, SERVED_MODEL_NAME)
+    args = server_args(config.engine, config.models.target, arm, resolved, port, SERVED_MODEL_NAME,
+                       per_request_spec_metrics=per_request_spec_metrics(arm))
     return ArmServer(
         args, server_env(config.engine, arm), config.engine.host, port, log_path,
         config.engine.startup_timeout_s, config.engine.stop_grace_s, api_key(config),

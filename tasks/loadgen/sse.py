@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from specfleet.metrics import TRAILING_TOKENS_KEY
-from specfleet.results.records import RequestRecord
+from specfleet.results.records import SPEC_KEY_PREFIX, UNCOUNTED_CHUNKS_KEY, RequestRecord
 
 DONE = b"[DONE]"
 
@@ -77,7 +77,8 @@ class StreamAccumulator:
 
     Tokens come from the cumulative ``usage.completion_tokens`` of each chunk: a
     content-bearing chunk carries the tokens counted since the previous one (so tokens
-    of skipped empty chunks travel with the next content). Without usage, 1 per chunk.
+    of skipped empty chunks travel with the next content). Without usage, 1 per chunk, and the
+    record counts those chunks (``UNCOUNTED_CHUNKS_KEY``).
     """
 
     text_of: TextOf
@@ -91,6 +92,7 @@ class StreamAccumulator:
     finish_reason: str | None = None
     error: str | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    uncounted_chunks: int = 0
 
     def feed(self, event: Mapping[str, object], arrival_ns: int) -> None:
         if "error" in event:
@@ -125,6 +127,7 @@ class StreamAccumulator:
             if not bears_content:
                 return
             tokens = 1
+            self.uncounted_chunks += 1
             self.counted_tokens += 1
             self.latest_cumulative = max(self.latest_cumulative, self.counted_tokens)
         else:
@@ -144,6 +147,8 @@ class StreamAccumulator:
         trailing = self.latest_cumulative - self.counted_tokens
         if trailing > 0:
             extra[TRAILING_TOKENS_KEY] = float(trailing)
+        if self.uncounted_chunks:
+            extra[UNCOUNTED_CHUNKS_KEY] = float(self.uncounted_chunks)
         return RequestRecord(
             index=index, prompt_id=prompt_id, send_ns=send_ns,
             chunk_ns=tuple(self.chunk_ns), chunk_tokens=tuple(self.chunk_tokens), end_ns=end_ns,
@@ -160,12 +165,13 @@ def _error_message(error: object) -> str:
 
 
 def _metric_extras(metrics: Mapping[str, object]) -> dict[str, float]:
-    """vLLM's per-request metrics (``--per-request-spec-decode-metrics``), scalars only:
-    ``server_<name>`` for timings, ``spec_<name>`` for speculative-decoding counts."""
+    """vLLM's per-request metrics, scalars only: ``server_<name>`` for timings, ``spec_<name>`` for
+    the speculative-decoding summary (``--per-request-spec-decode-metrics``; typed by
+    ``RequestRecord.request_spec_decode``)."""
     out: dict[str, float] = {}
     for name, value in metrics.items():
         if name == "speculative_decoding" and isinstance(value, dict):
-            out.update({f"spec_{k}": float(v) for k, v in value.items() if _is_number(v)})
+            out.update({SPEC_KEY_PREFIX + k: float(v) for k, v in value.items() if _is_number(v)})
         elif _is_number(value):
             out[f"server_{name}"] = float(value)
     return out

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from specfleet.acceptance import ClassAcceptance, class_acceptance
 from specfleet.decision_table import DecisionRow, decision_rows, negative_cells
 from specfleet.kpolicy import KPolicy
 from tasks.report.diff import SweepDiff, diff_sweeps
@@ -46,6 +47,8 @@ class ReportContent:
     read_together: list[str]
     acceptance: dict[str, dict[str, list[float]]]
     acceptance_missing: dict[str, str]
+    acceptance_rows: list[ClassAcceptance]
+    """Acceptance length per request per speculative arm, prompt class and sampling mode."""
     kv: list[KVRow]
     energy: list[EnergyRow]
     rows: list[DecisionRow]
@@ -71,7 +74,7 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
         deployable=[(p.specfleet, p.specfleet.speculative_config()) for p in data.policies if p.peer is None],
         maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
         latency=latency_curves(data), read_together=read_together_notes(data),
-        acceptance=rates, acceptance_missing=missing,
+        acceptance=rates, acceptance_missing=missing, acceptance_rows=class_acceptance(data.cells, data.records),
         kv=kv_rows(data), energy=energy_rows(data), rows=rows,
         negative=negative_cells(data.decisions, data.config),
         contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,

@@ -17,7 +17,13 @@ from tasks.report.headline import (
     mix_verdict_lines,
 )
 from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
-from tasks.report.tables import not_measured_line, not_measured_title
+from tasks.report.tables import (
+    ACCEPTANCE_CAPTION,
+    ACCEPTANCE_COLUMNS,
+    ACCEPTANCE_TITLE,
+    not_measured_line,
+    not_measured_title,
+)
 from tasks.report.views import load_label
 
 TEMPLATE = "report.html.j2"
@@ -64,7 +70,8 @@ def _environment() -> Environment:
                        mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures,
                        not_measured_title=not_measured_title, predicted_caption=caption,
                        predicted_title=table_title, measured_columns=MEASURED_COLUMNS,
-                       predicted_columns=PREDICTED_COLUMNS)
+                       predicted_columns=PREDICTED_COLUMNS, acceptance_title=ACCEPTANCE_TITLE,
+                       acceptance_caption=ACCEPTANCE_CAPTION, acceptance_columns=ACCEPTANCE_COLUMNS)
     return env
 
 

@@ -11,6 +11,9 @@ from tasks.report.content import ReportContent
 from tasks.report.headline import mix_markdown
 from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
 from tasks.report.tables import (
+    ACCEPTANCE_CAPTION,
+    ACCEPTANCE_COLUMNS,
+    ACCEPTANCE_TITLE,
     COST_COLUMNS,
     NEGATIVE_COLUMNS,
     OVERHEAD_COLUMNS,
@@ -41,6 +44,7 @@ def summary_markdown(summary: SweepSummary) -> str:
         "\n## Cost per million SLO-qualified tokens and decisions\n\n",
         markdown_table(summary.cost_table, COST_COLUMNS),
         "\n## Negative-result cells\n\n", markdown_table(summary.negative_cells, NEGATIVE_COLUMNS),
+        f"\n## {ACCEPTANCE_TITLE}\n\n{ACCEPTANCE_CAPTION}\n\n", markdown_table(summary.acceptance, ACCEPTANCE_COLUMNS),
         "\n## k policy (specfleet rule, all prompt classes)\n\n```\n",
         *(line + "\n" for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)),
         "```\n\n## Sweep overhead (this run's arms)\n\n", markdown_table(summary.arms, OVERHEAD_COLUMNS),
@@ -164,6 +168,8 @@ def render_markdown(content: ReportContent, html_name: str) -> str:
         "## All decisions", "", markdown_table(content.rows, COST_COLUMNS),
         f"## Negative-result cells ({len(content.negative)})", "",
         markdown_table(content.negative, NEGATIVE_COLUMNS).rstrip("\n"),
+        "", f"## {ACCEPTANCE_TITLE}", "", ACCEPTANCE_CAPTION, "",
+        markdown_table(content.acceptance_rows, ACCEPTANCE_COLUMNS).rstrip("\n"),
         *_measurement_lines(content), *_predicted_lines(content), *_diff_lines(content),
     ]
     if d.failed_cells:

@@ -201,7 +201,7 @@ def theory_png(rows: Sequence[TheoryRow], ks: Sequence[int], draft_cost_ratio: f
                         label=None if r.k in labelled else f"measured k={r.k}")
             labelled.add(r.k)
     ax.axhline(1.0, color="black", linewidth=1)
-    ax.set_xlabel("implied alpha (model), from the measured mean acceptance length")
+    ax.set_xlabel("implied alpha (model), from the measured tokens per step over all steps")
     ax.set_ylabel("speedup (x)")
     ax.set_title("Modelled speedup (lines) vs measured qualified speedup (points)")
     ax.legend(fontsize=7)

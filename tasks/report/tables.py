@@ -1,7 +1,8 @@
 """The sweep's tables as text, one column set per table over the typed rows: the cost table and
-the negative-result cells (``DecisionRow``), the sweep overhead (``ArmSummary``), the k policy
-(``KPolicyReport``), the gates (``GateResult``) and the cells a budget did not measure
-(``NotMeasuredCell``). The markdown summary, the report and the CLI's rich tables all render these.
+the negative-result cells (``DecisionRow``), acceptance length per request (``ClassAcceptance``),
+the sweep overhead (``ArmSummary``), the k policy (``KPolicyReport``), the gates (``GateResult``)
+and the cells a budget did not measure (``NotMeasuredCell``). The markdown summary, the report and
+the CLI's rich tables all render these.
 
 A figure that was not measured prints as ``fmt.NA``; the row's reason says why.
 """
@@ -10,11 +11,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from specfleet.acceptance import ClassAcceptance
 from specfleet.decision_table import DecisionRow
 from specfleet.engine_findings import EngineCheck
 from specfleet.kpolicy import KPolicyReport
 from specfleet.not_measured import NotMeasuredCell
 from specfleet.quality_gates import QualityCheck
+from specfleet.results import AcceptanceDistribution
 from specfleet.stats.quality import GateResult
 from specfleet.summary import ArmSummary
 from tasks.report import fmt
@@ -29,7 +32,9 @@ def _load(row: DecisionRow) -> str:
 
 COST_COLUMNS: list[Column[DecisionRow]] = [
     ("method", lambda r: r.method), ("k", lambda r: str(r.k)), ("class", lambda r: r.prompt_class), ("load", _load),
-    ("accept r", lambda r: fmt.num(r.acceptance_rate)), ("tok/step", lambda r: fmt.num(r.mean_acceptance_length)),
+    ("accept r", lambda r: fmt.num(r.acceptance_rate)),
+    ("accept len (drafted steps)", lambda r: fmt.num(r.mean_acceptance_length)),
+    ("tok/step (all steps)", lambda r: fmt.num(r.tokens_per_step)),
     ("speedup [CI]", lambda r: fmt.speedup_range(r.qualified_tps_speedup, r.speedup_low, r.speedup_high)),
     ("base $/M", lambda r: fmt.num(r.baseline_cost_per_million_usd, ",.2f")),
     ("spec $/M", lambda r: fmt.num(r.candidate_cost_per_million_usd, ",.2f")),
@@ -39,6 +44,48 @@ COST_COLUMNS: list[Column[DecisionRow]] = [
 NEGATIVE_COLUMNS: list[Column[DecisionRow]] = [
     ("method", lambda r: r.method), ("k", lambda r: str(r.k)), ("class", lambda r: r.prompt_class), ("load", _load),
     ("reason", lambda r: r.reason),
+]
+
+
+def acceptance_spread(dist: AcceptanceDistribution) -> str:
+    """``2.41 [1.90 2.50 3.00]``: the request-weighted mean with p10, p50 and p90 across requests."""
+    if dist.mean is None:
+        return fmt.NA
+    return f"{dist.mean:.2f} [{fmt.num(dist.p10)} {fmt.num(dist.p50)} {fmt.num(dist.p90)}]"
+
+
+def token_weighted(dist: AcceptanceDistribution) -> str:
+    """``2.31 (+0.10)``: the token-weighted (pooled) mean, and how far the request-weighted one lies from it."""
+    if dist.token_weighted_mean is None:
+        return fmt.NA
+    return f"{dist.token_weighted_mean:.2f} ({fmt.num(dist.weighting_gap, '+.2f')})"
+
+
+def acceptance_note(row: ClassAcceptance) -> str:
+    notes = [f"{name}: {d.missing}" for name, d in (("client", row.client_mean_acceptance_length),
+                                                    ("vLLM", row.request_mean_acceptance_length)) if d.missing]
+    return "; ".join(notes)
+
+
+ACCEPTANCE_TITLE = "Acceptance length per request (per arm, prompt class and sampling)"
+ACCEPTANCE_CAPTION = (
+    "Three figures, named apart (docs/measurement.md, \"Per-request acceptance\"). The counters' 1 + accepted / "
+    "drafts and vLLM's per-request figure count only the steps that verified a draft: lengths conditional on "
+    "drafting. The client's estimate, tokens per content chunk between a request's first (prefill) and last (cut "
+    "by max_tokens), is tokens per engine step over all steps: what speedup follows, and what the cost table's "
+    "tok/step and the model's implied alpha use. Request-weighted: the mean of the requests' figures; "
+    "token-weighted: tokens over steps pooled over the requests, as the counters pool.")
+ACCEPTANCE_COLUMNS: list[Column[ClassAcceptance]] = [
+    ("arm", lambda r: r.arm), ("class", lambda r: r.prompt_class), ("sampling", lambda r: r.sampling),
+    ("counters 1+acc/drafts (drafted steps)", lambda r: fmt.num(r.counter_mean_acceptance_length)),
+    ("vLLM per request (drafted steps): mean [p10 p50 p90]",
+     lambda r: acceptance_spread(r.request_mean_acceptance_length)),
+    ("vLLM token-weighted (request - token)", lambda r: token_weighted(r.request_mean_acceptance_length)),
+    ("client tok/step (all steps): mean [p10 p50 p90]", lambda r: acceptance_spread(r.client_mean_acceptance_length)),
+    ("client token-weighted (request - token)", lambda r: token_weighted(r.client_mean_acceptance_length)),
+    ("requests", lambda r: str(r.client_mean_acceptance_length.requests
+                               + r.client_mean_acceptance_length.requests_without)),
+    ("note", acceptance_note),
 ]
 
 

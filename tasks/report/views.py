@@ -147,6 +147,9 @@ class TheoryRow:
     row: str
     load: str
     mean_acceptance_length: float | None
+    """1 + accepted / drafts (counters): conditional on drafting, shown for comparison only."""
+    tokens_per_step: float | None
+    """Tokens per engine step over all steps: what the implied alpha and the modelled S are read from."""
     implied_alpha: float | None
     modelled_speedup: float | None
     measured: Interval | None
@@ -154,20 +157,23 @@ class TheoryRow:
 
 
 def theory_rows(data: ReportData, draft_cost_ratio: float) -> list[TheoryRow]:
-    """Per decision: implied alpha (model) from the measured L, the model's S there, the measured speedup."""
-    gaps = {c.identity.arm: c.spec_decode_unavailable for c in data.cells if c.spec_decode_unavailable}
+    """Per decision: implied alpha (model) from the measured tokens per step over all steps (what
+    speedup follows; the counters' length is conditional on drafting), the model's S there, the
+    measured speedup."""
     out = []
     for d in data.decisions:
         s, c = d.slice, d.comparison
-        length = c.mean_acceptance_length if c else None
-        alpha = implied_alpha(length, s.k) if length is not None else None
+        tokens = c.tokens_per_step if c else None
+        alpha = implied_alpha(tokens, s.k) if tokens is not None else None
         note = (f"no comparison ({d.reason_code})" if c is None else
-                f"no spec-decode telemetry: {gaps.get(s.arm, 'no counters recorded')}" if length is None else
-                f"L {length:.3f} exceeds k + 1: telemetry inconsistent with the model" if alpha is None else
+                "no tokens per step: no request streamed enough chunks (or cells stored before it was recorded)"
+                if tokens is None else
+                f"{tokens:.3f} tokens per step exceed k + 1: streams inconsistent with the model" if alpha is None else
                 "" if d.interval else f"no measured speedup ({d.reason_code})")
         out.append(TheoryRow(
             arm=s.arm, k=s.k, row=row_label(data.config, s.prompt_class, s.sampling),
-            load=load_label(s.load_mode, s.load_value), mean_acceptance_length=length, implied_alpha=alpha,
+            load=load_label(s.load_mode, s.load_value), mean_acceptance_length=c.mean_acceptance_length if c else None,
+            tokens_per_step=tokens, implied_alpha=alpha,
             modelled_speedup=None if alpha is None else net_speedup(ModelledAlpha(alpha), s.k, draft_cost_ratio),
             measured=d.interval, note=note,
         ))

@@ -10,11 +10,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 
+from specfleet.acceptance import ClassAcceptance
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.fingerprint import Fingerprint
 from specfleet.mix_verdict import MixVerdict
 from specfleet.quality_gates import QualityCheck
-from specfleet.results import CellResult, DistributionSummary
+from specfleet.results import AcceptanceDistribution, CellResult, DistributionSummary
 
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"token|secret|passw|credential|api_?key|auth", re.IGNORECASE)
@@ -26,6 +27,9 @@ SERIES = {  # metric prefix -> CellResult field (docs/measurement.md, "Latency s
     "tpot_ms": "tpot_ms",
     "e2e_ms": "e2e_ms",
 }
+ACCEPTANCE_SOURCES = ("client_mean_acceptance_length", "request_mean_acceptance_length")
+"""Per-request acceptance sources (``RequestAcceptance`` fields): the client's estimate (tokens per
+step over all steps) and vLLM's own per-request figure (conditional on drafting)."""
 FINGERPRINT_TEXT_PARTS = ("target", "tokenizer", "engine", "engine_version")
 FINGERPRINT_JSON_PARTS = ("drafts", "methods", "hardware")
 
@@ -93,6 +97,16 @@ def _series(out: dict[str, float], prefix: str, summary: DistributionSummary) ->
     _put(out, f"{prefix}_mean", summary.mean)
 
 
+def _acceptance(out: dict[str, float], prefix: str, dist: AcceptanceDistribution) -> None:
+    """``PREFIX`` is the token-weighted (pooled) mean; ``PREFIX_request_mean``, ``_p10``, ``_p50``,
+    ``_p90`` the request-level distribution; ``PREFIX_weighting_gap`` their difference."""
+    _put(out, prefix, dist.token_weighted_mean)
+    _put(out, f"{prefix}_request_mean", dist.mean)
+    for stat in ("p10", "p50", "p90"):
+        _put(out, f"{prefix}_{stat}", getattr(dist, stat))
+    _put(out, f"{prefix}_weighting_gap", dist.weighting_gap)
+
+
 def cell_metrics(cell: CellResult) -> dict[str, float]:
     """Flat metric names, the same in every cell's run; absent where the figure is None."""
     out: dict[str, float] = {}
@@ -111,6 +125,9 @@ def cell_metrics(cell: CellResult) -> dict[str, float]:
         _put(out, "mean_acceptance_length", cell.spec_decode.mean_acceptance_length)
         for i, rate in enumerate(cell.spec_decode.acceptance_per_position):
             _put(out, f"acceptance_pos_{i}", rate)
+    if cell.request_acceptance is not None:
+        for source in ACCEPTANCE_SOURCES:
+            _acceptance(out, source, getattr(cell.request_acceptance, source))
     if cell.kv_cache is not None:
         _put(out, "kv_cache_size_tokens", cell.kv_cache.kv_cache_size_tokens)
         _put(out, "kv_cache_max_concurrency", cell.kv_cache.kv_cache_max_concurrency)
@@ -174,6 +191,20 @@ def quality_metrics(checks: Iterable[QualityCheck]) -> dict[str, float]:
 def quality_tags(checks: Iterable[QualityCheck]) -> dict[str, str]:
     """``quality.ARM.CLASS.SAMPLING.not_run``: why that gate did not run."""
     return {f"{_quality_prefix(c)}.not_run": c.not_run for c in checks if c.not_run is not None}
+
+
+def acceptance_metrics(rows: Iterable[ClassAcceptance]) -> dict[str, float]:
+    """Per speculative arm, prompt class and sampling mode, under ``acceptance.ARM.CLASS.SAMPLING.``:
+    ``counter_mean_acceptance_length`` (1 + accepted / drafts, conditional on drafting) and each
+    per-request source as in a cell's run (``client_mean_acceptance_length``: tokens per step over
+    all steps; ``request_mean_acceptance_length``: vLLM's own). A figure that is None is left out."""
+    out: dict[str, float] = {}
+    for row in rows:
+        prefix = INVALID_KEY_CHARS.sub("_", f"acceptance.{row.arm}.{row.prompt_class}.{row.sampling}")
+        _put(out, f"{prefix}.counter_mean_acceptance_length", row.counter_mean_acceptance_length)
+        for source in ACCEPTANCE_SOURCES:
+            _acceptance(out, f"{prefix}.{source}", getattr(row, source))
+    return out
 
 
 def mix_metrics(verdicts: Iterable[MixVerdict]) -> dict[str, float]:

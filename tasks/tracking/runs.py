@@ -31,6 +31,7 @@ from tasks.arm.lifecycle import api_key
 from tasks.plan.versions import stack_versions
 from tasks.store.results import ResultsStore
 from tasks.tracking.names import (
+    acceptance_metrics,
     cell_metrics,
     cell_params,
     cell_tags,
@@ -194,8 +195,9 @@ def _table(rows: Sequence[DecisionRow]) -> pd.DataFrame:
 
 
 def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown: str) -> None:
-    """The cost table, negative cells, decisions, k policy, quality gates and the verdicts at the
-    traffic mix (as metrics, to compare nights by) on the sweep's parent run."""
+    """The cost table, negative cells, decisions, k policy, quality gates, the verdicts at the
+    traffic mix and acceptance per arm and class (as metrics, to compare nights by) on the sweep's
+    parent run."""
     client = MlflowClient(uri)
     tables = {"cost_table.json": summary.cost_table, "negative_cells.json": summary.negative_cells}
     artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri, tracking_uri=uri)
@@ -214,7 +216,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
         "cells_failed": len(summary.failed_cells), "cells_not_measured": len(summary.not_measured),
         "decisions_adopted": adopted,
         "decisions_rejected": len(summary.cost_table) - adopted, **quality_metrics(summary.quality),
-        **mix_metrics(summary.mix),
+        **mix_metrics(summary.mix), **acceptance_metrics(summary.acceptance),
     })
     for name, why in quality_tags(summary.quality).items():
         client.set_tag(parent_id, name, why)

@@ -6,6 +6,7 @@ from pathlib import Path
 from specfleet.contract import SweepConfig, arm_plans, parse_sweep_config
 from specfleet.server_args import server_args, server_env
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
+from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer
 from tests.integration.sweep_configs import fast_start
@@ -77,6 +78,7 @@ class IdleServers:
 
     def _server(self, kind: str, name: str, env: dict[str, str] | None = None) -> ArmServer:
         arm, port = self.arms[kind], free_port()
-        args = server_args(self.engine, self.target, arm, self.fixture_models, port, SERVED_MODEL_NAME)
+        args = server_args(self.engine, self.target, arm, self.fixture_models, port, SERVED_MODEL_NAME,
+                           per_request_spec_metrics=per_request_spec_metrics(arm))
         return ArmServer(args, server_env(self.engine, arm) | (env or {}), "127.0.0.1", port,
                          self.logs / f"{name}.log", self.engine.startup_timeout_s)

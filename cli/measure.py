@@ -8,9 +8,8 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import exit_on_error
+from cli.errors import check_load_flags, exit_on_error
 from specfleet.contract import CellIdentity, SamplingSpec, SLOSpec
-from specfleet.errors import InputError
 from specfleet.results import CellResult, DistributionSummary
 
 NO_SLO_MS = float("inf")
@@ -86,10 +85,7 @@ def measure(
     from tasks.store.results import ResultsStore
 
     with exit_on_error():
-        if (concurrency is None) == (rate is None):
-            raise InputError("give exactly one of --concurrency or --rate")
-        if rate is not None and rate <= 0:
-            raise InputError(f"--rate must be positive (got {rate})")
+        check_load_flags(concurrency, rate)
         items = resolve_prompts(prompts)
         server = ServerEndpoint(endpoint, model, os.environ.get(api_key_env) if api_key_env else None)
         check_openai_endpoint(server)

@@ -9,6 +9,9 @@ from rich.table import Table
 from tasks.report.fmt import NA
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from specfleet.canary import AcceptanceFigure, CanaryResult
     from specfleet.prediction import Bounds, Prediction
     from specfleet.summary import SweepSummary
     from specfleet.sweep_estimate import SweepEstimate
@@ -178,3 +181,38 @@ def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
         return f"open {experiment_page(base, found) if found else base}"
     page = f", then open {experiment_page(LOCAL_MLFLOW_UI, found)}" if found else ""
     return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1{page}"
+
+
+def _acceptance(figure: "AcceptanceFigure") -> str:
+    if figure.value is None:
+        return NA
+    source = "vLLM per request" if figure.source == "vllm_per_request" else "client estimate"
+    return f"{figure.value:.2f} ({source}, {figure.requests} req)"
+
+
+def _speedup(interval: object) -> str:
+    estimate, low, high = (getattr(interval, name, None) for name in ("estimate", "low", "high"))
+    if estimate is None:
+        return NA
+    return f"x{estimate:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else "")
+
+
+def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:
+    """The verdict, then one row per prompt class: what was compared and what was found."""
+    table = Table(title=f"canary: {result.verdict.upper()}", box=box.SIMPLE_HEAD)
+    for column in ("class", "acceptance base / cand", "break-even", "SLO tok/s cand/base", "ITL speedup",
+                   "p95 TTFT cand ms", "quality diff", "finding"):
+        table.add_column(column)
+    for c in result.classes:
+        quality = c.quality.difference if c.quality is not None else None
+        table.add_row(
+            c.prompt_class, f"{_acceptance(c.baseline_acceptance)} / {_acceptance(c.candidate_acceptance)}",
+            _fmt(c.break_even_acceptance), _speedup(c.comparison.qualified_tps_speedup),
+            _speedup(c.comparison.itl_speedup), _fmt(c.comparison.candidate_ttft_ms),
+            NA if quality is None else f"{quality.estimate:+.3f}", "; ".join(c.findings) or "within the noise")
+    console.print(table)
+    console.print(f"verdict: {result.verdict}: {result.reason}", markup=False, highlight=False)
+    console.print(f"noise: {result.noise_source}", markup=False, highlight=False)
+    if result.rollback_server_args is not None:
+        console.print(f"rollback (speculation off): {' '.join(result.rollback_server_args)}", markup=False)
+    console.print(f"stored: {canary_dir}/canary.json", markup=False, highlight=False)

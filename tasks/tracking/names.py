@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from specfleet.acceptance import ClassAcceptance
+from specfleet.canary import CanaryResult
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.fingerprint import Fingerprint
 from specfleet.mix_verdict import MixVerdict
@@ -226,3 +227,22 @@ def mix_metrics(verdicts: Iterable[MixVerdict]) -> dict[str, float]:
         _put(out, f"{prefix}.entry_gate", v.passed)
         _put(out, f"{prefix}.adoptable", v.adoptable)
     return out
+
+
+def canary_metrics(result: CanaryResult) -> dict[str, float]:
+    """Per class: both replicas' acceptance, the speedups with their intervals, the quality difference."""
+    out: dict[str, float] = {}
+    for c in result.classes:
+        prefix = f"{c.prompt_class}."
+        for side, figure in (("baseline", c.baseline_acceptance), ("candidate", c.candidate_acceptance)):
+            _put(out, f"{prefix}{side}_mean_acceptance_length", figure.value)
+        for name, interval in (("qualified_tps_speedup", c.comparison.qualified_tps_speedup),
+                               ("itl_speedup", c.comparison.itl_speedup),
+                               ("quality_difference", c.quality.difference if c.quality else None)):
+            if interval is not None:
+                for stat in ("estimate", "low", "high"):
+                    _put(out, f"{prefix}{name}{'' if stat == 'estimate' else '_' + stat}", getattr(interval, stat))
+        _put(out, f"{prefix}break_even_acceptance_length", c.break_even_acceptance)
+    _put(out, "noise_floor", result.noise_floor)
+    return out
+

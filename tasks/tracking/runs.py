@@ -21,6 +21,7 @@ from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
 
+from specfleet.canary import CanaryResult
 from specfleet.contract import SweepConfig
 from specfleet.decision_table import DecisionRow
 from specfleet.errors import InputError
@@ -32,6 +33,7 @@ from tasks.plan.versions import stack_versions
 from tasks.store.results import ResultsStore
 from tasks.tracking.names import (
     acceptance_metrics,
+    canary_metrics,
     cell_metrics,
     cell_params,
     cell_tags,
@@ -239,3 +241,19 @@ def last_validated(uri: str, experiment_name: str) -> tuple[str, Fingerprint] | 
         return None
     fingerprint = fingerprint_from_tags(runs[0].data.tags)
     return (runs[0].data.tags.get("sweep_id", runs[0].info.run_id), fingerprint) if fingerprint else None
+
+
+def log_canary_run(uri: str, experiment_name: str, canary_id: str, result: CanaryResult,
+                   params: Mapping[str, str]) -> str:
+    """The canary as one finished run in ``experiment_name`` (the sweep's with ``--from``): its
+    verdict and reason as tags, per-class figures as metrics, canary.json as an artifact."""
+    client = MlflowClient(uri)
+    experiment = _experiment_id(client, experiment_name)
+    tags = {"run_kind": "canary", "canary_id": canary_id, "verdict": result.verdict,
+            "reason": result.reason[:5000], **({"sweep_id": result.sweep_id} if result.sweep_id else {})}
+    run = client.create_run(experiment, run_name=canary_id, tags=resolve_tags(tags))
+    run_id = str(run.info.run_id)
+    _log_batch(client, run_id, metrics=canary_metrics(result), params=params)
+    client.log_dict(run_id, result.model_dump(mode="json"), "canary.json")
+    client.set_terminated(run_id, "FINISHED")
+    return run_id

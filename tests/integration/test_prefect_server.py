@@ -4,12 +4,16 @@ infra/prefect/prefect.yaml, a real process worker (`prefect worker start`) polli
 the checkout's Python and code, then the `specfleet.fingerprint.changed` event that
 flows/revalidate.py emits. The nightly-sweep trigger creates a flow run, and the worker runs it:
 a tiny real sweep (the baseline, ngram k=3 and the closing baseline on vLLM CPU servers, local Ray)
-to COMPLETED, its cells in the results dir and its runs in MLflow (SQLite). Everything the run
-needs on the worker comes from prefect.yaml (its pull step, the trigger's parameters) and the
-variables its header documents, set in the worker's environment. Another config's event, sent
-first, creates no run."""
+to COMPLETED within a budget the ngram arm no longer fits (issue 18, "Run within a budget"): the
+closing baseline runs, the ngram cell is listed as not measured, its server never starts, and
+the next night's `specfleet sweep --continue` measures that cell alone; cells in the results dir,
+runs in MLflow (SQLite). Everything the run needs on the worker comes from prefect.yaml (its pull
+step, the trigger's parameters) and the variables its header documents, set in the worker's
+environment. Another config's event, sent first, creates no run. Last, the canary's
+`specfleet.rollback.recommended` event runs the rollback deployment on the same worker."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -26,7 +30,12 @@ import yaml
 from mlflow import MlflowClient
 
 from flows.revalidate import EVENT
+from specfleet.canary import VERDICT_EVENT
+from specfleet.results import CellResult
+from specfleet.summary import SweepSummary
 from tasks.engine.server import log_tail
+from tasks.plan.budget import cell_budget
+from tasks.plan.sweep_plan import plan_sweep
 from tasks.store.results import MIRROR_ENV
 from tests.integration.processes import marked_processes
 from tests.integration.services import PrefectServer, service
@@ -38,20 +47,36 @@ ROOT = Path(__file__).resolve().parents[2]
 PREFECT_FILE = ROOT / "infra" / "prefect" / "prefect.yaml"
 DEPLOYMENT = "specfleet-sweep/nightly-sweep"
 EXPERIMENT = "it-nightly"
-CELLS = 3  # the baseline, ngram k=3, the baseline again at the end
+OPENING_SLACK_S = 28
+"""What the budget leaves past the predicted opening baseline and the reserve: more than the time
+from the flow's start (planning, Ray) to the opening baseline's first check, less than the opening
+stage takes in all. On the 2-core development machine the first check came 9.5 s after the flow
+started and the stage ended after 38.7 s (a test server starts in about 28 s; the prior predicts
+55 s for each server, so the ngram arm is short by about 11 s at the end of the opening stage)."""
+NGRAM = "ngram-k3 / code / c1 / greedy / r0"
+BRACKET = {"baseline / code / c1 / greedy / r0", "baseline / code / c1 / greedy / r0-end"}
 RUN_TIMEOUT_S = 600.0
 MARKER, MARKER_VALUE = "SPECFLEET_IT_WORKER", "worker-4b2d"
+CONTINUED, CONTINUED_VALUE = "SPECFLEET_IT_CONTINUE", "continue-7c1e"
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
 def sweep_request(root: Path) -> dict[str, Any]:
     """What the fingerprint event asks the nightly run to sweep. The trigger maps these payload
     keys onto the run's parameters (infra/prefect/prefect.yaml); this is the one place a test
-    run's parameters are set: a budget the tiny sweep fits in, and the deployment's continue_sweep
-    (no earlier sweep of this config: the run starts the first)."""
+    run's parameters are set: the deployment's continue_sweep (no earlier sweep of this config:
+    the run starts the first) and a budget set from the planner's own predictions
+    (``tasks.plan.budget.cell_budget``): the opening baseline and the closing baseline's reserve,
+    plus ``OPENING_SLACK_S``, so the ngram arm (predicted as long as the baseline) no longer fits
+    once the opening baseline has run."""
     config = tiny_sweep_config(root / "nightly.yaml", EXPERIMENT, [BASELINE_ARM, NGRAM_ARM], requests=3,
                                max_tokens=8)
-    return {"config_path": str(config), "results_dir": str(root / "results"), "budget": "20m"}
+    plan = plan_sweep(config, None, root / "plan-only", "1d")
+    predicted = cell_budget(plan, 86_400, 0.0)
+    [opening] = [w for w in plan.work if w.arm.is_baseline and w.phase == "main"]
+    opening_s = predicted.server_start_s[opening.arm.arm] + sum(predicted.cell_s[key] for _, key in opening.cells)
+    budget_s = math.ceil(predicted.reserve_s + opening_s + OPENING_SLACK_S)
+    return {"config_path": str(config), "results_dir": str(root / "results"), "budget": f"{budget_s}s"}
 
 
 def _nightly() -> dict[str, Any]:
@@ -117,9 +142,10 @@ asyncio.run(main())
 """
 
 
-def _emit_and_wait(server: PrefectServer, events: list[tuple[str, dict[str, Any]]], wait_s: float) -> dict[str, Any]:
+def _emit_and_wait(server: PrefectServer, events: list[tuple[str, dict[str, Any]]], wait_s: float,
+                   event: str = EVENT, deployment: str = DEPLOYMENT) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, "-c", EMIT_AND_WAIT, EVENT, json.dumps(events), DEPLOYMENT, str(wait_s)],
+        [sys.executable, "-c", EMIT_AND_WAIT, event, json.dumps(events), deployment, str(wait_s)],
         cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=wait_s + 90, check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -169,6 +195,24 @@ def _wait_for_end(server: PrefectServer, run_id: str, worker: Worker) -> dict[st
         time.sleep(1)
 
 
+def _stored(sweep_dir: Path) -> dict[str, str | None]:
+    """label -> started_at of every stored cell."""
+    return {(c := CellResult.model_validate_json(p.read_text())).identity.label: c.started_at
+            for p in (sweep_dir / "cells").glob("*.json")}
+
+
+def _continue(server: PrefectServer, request: dict[str, Any], tmp_path: Path) -> tuple[int, str]:
+    """``specfleet sweep --continue`` as an operator runs it, reporting to the session's Prefect
+    server and the worker's MLflow."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_", "RAY_"))}
+    env |= {CONTINUED: CONTINUED_VALUE, "PREFECT_API_URL": server.api_url}
+    command = [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", request["config_path"],
+               "--budget", "1h", "--continue", "--results-dir", request["results_dir"],
+               "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
 def _runs_of(server: PrefectServer, deployment_id: str) -> list[dict[str, Any]]:
     body = {"deployments": {"id": {"any_": [deployment_id]}}}
     found: list[dict[str, Any]] = httpx.post(f"{server.api_url}/flow_runs/filter", json=body, timeout=10).json()
@@ -199,15 +243,58 @@ def test_the_fingerprint_event_runs_the_nightly_sweep_on_a_worker(
     assert ended["work_pool_name"] == nightly["work_pool"]["name"]
     assert [r["id"] for r in _runs_of(prefect_api, seen["deployment_id"])] == [run["id"]]
 
+    # The budget stopped starting cells in time, the closing baseline ran, the run ended within it.
     (sweep_dir,) = Path(request["results_dir"]).iterdir()
-    assert len(list((sweep_dir / "cells").glob("*.json"))) == CELLS
-    assert (sweep_dir / "summary.json").is_file()
+    assert set(_stored(sweep_dir)) == BRACKET
+    assert not (sweep_dir / "logs" / "ngram-k3.log").exists()  # its server never started
+    summary = SweepSummary.model_validate_json((sweep_dir / "summary.json").read_text())
+    assert summary.failed_cells == [] and summary.servers_started == 2 and summary.decisions == []
+    [skipped] = summary.not_measured
+    assert (skipped.label, skipped.reason) == (NGRAM, "budget") and " s server start, " in skipped.detail
+    assert "## Not measured (1 cell): the budget did not start them" in (sweep_dir / "summary.md").read_text()
+    budget_s = float(request["budget"].removesuffix("s"))
+    assert summary.wall_s is not None and summary.wall_s <= budget_s, (summary.wall_s, budget_s)
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name(EXPERIMENT)
     assert experiment is not None
     (parent,) = client.search_runs([experiment.experiment_id], "tags.run_kind = 'sweep'")
     assert parent.data.tags["sweep_id"] == sweep_dir.name and parent.info.status == "FINISHED"
+
+    # The next night continues it: the ngram cell alone, from the command line.
+    before = _stored(sweep_dir)
+    code, output = _continue(prefect_api, request, tmp_path)
+    assert code == 0, output[-4000:]
+    assert f"--continue: sweep {sweep_dir.name}, 1 of 3 cells left to measure" in output
+    stored = _stored(sweep_dir)
+    assert set(stored) == {*before, NGRAM} and {k: stored[k] for k in before} == before
+    summary = SweepSummary.model_validate_json((sweep_dir / "summary.json").read_text())
+    assert summary.not_measured == [] and summary.servers_started == 1
+    assert summary.cells_complete == summary.cells_planned == 3
+    assert marked_processes(CONTINUED, CONTINUED_VALUE, grace_s=60.0) == []  # Ray and its server stopped
     cells = client.search_runs([experiment.experiment_id], "tags.run_kind = 'cell'")
-    assert sorted(c.data.tags["arm"] for c in cells) == ["baseline", "baseline", "ngram-k3"]  # CELLS
+    assert sorted(c.data.tags["arm"] for c in cells) == ["baseline", "baseline", "ngram-k3"]
     assert {c.data.tags["mlflow.parentRunId"] for c in cells} == {parent.info.run_id}
+    _a_rollback_event_records_the_speculation_off_arguments(prefect_api, worker, tmp_path)
+
+
+def _a_rollback_event_records_the_speculation_off_arguments(server: PrefectServer, worker: Worker,
+                                                            tmp_path: Path) -> None:
+    """The canary's rollback event (as ``specfleet canary`` emits it) runs the rollback deployment
+    on the same worker, which records the recommendation and the arguments to deploy."""
+    spec = yaml.safe_load(PREFECT_FILE.read_text())
+    rollback = next(d for d in spec["deployments"] if d["name"] == "rollback-recommended")
+    (trigger,) = rollback["triggers"]
+    assert trigger["expect"] == [VERDICT_EVENT]
+    payload = {"canary_id": "canary-it", "reason": "code: acceptance length 1.10 below the sweep's break-even 1.40",
+               "sweep_id": "it-sweep", "arm": "ngram-k3", "results_dir": str(tmp_path / "canary-results"),
+               "rollback_server_args": ["--model", "target", "--max-num-seqs", "8"]}
+    seen = _emit_and_wait(server, [("specfleet.canary.canary-it", payload)], wait_s=60, event=VERDICT_EVENT,
+                          deployment="specfleet-rollback/rollback-recommended")
+    run = seen["run"]
+    assert run is not None and run["created_by"] == "AUTOMATION" and run["trigger"] == trigger["name"]
+    assert run["parameters"]["recommendation"] == payload  # the payload arrives as a mapping, not its text
+    ended = _wait_for_end(server, run["id"], worker)
+    assert ended["state_type"] == "COMPLETED", f"run ended {ended['state_name']}; {worker.tail()}"
+    recorded = json.loads((tmp_path / "canary-results" / "rollbacks" / "canary-it.json").read_text())
+    assert recorded == payload

@@ -17,6 +17,7 @@ from prefect.server.events.actions import RunDeployment
 from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
 
 from flows.revalidate import EVENT
+from specfleet.canary import VERDICT_EVENT
 from tasks.plan.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -29,9 +30,11 @@ def test_deployment_loads_and_parameters_fit(name: str, monkeypatch: pytest.Monk
     monkeypatch.chdir(ROOT)
     deployment: dict[str, Any] = DEPLOYMENTS[name]
     flow = load_flow_from_entrypoint(deployment["entrypoint"])
-    flow.validate_parameters(deployment["parameters"])
-    load_sweep_config(ROOT / deployment["parameters"]["config_path"])
-    for schedule in deployment["schedules"]:
+    if "parameters" in deployment:
+        flow.validate_parameters(deployment["parameters"])
+    if "config_path" in deployment.get("parameters", {}):
+        load_sweep_config(ROOT / deployment["parameters"]["config_path"])
+    for schedule in deployment.get("schedules", []):
         if "cron" in schedule:
             assert CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])
         else:
@@ -70,3 +73,19 @@ def test_the_nightly_run_is_budgeted_and_continues() -> None:
 
 def test_runs_start_in_the_workers_checkout() -> None:
     assert SPEC["pull"] == [{"prefect.deployments.steps.set_working_directory": {"directory": "{{ $SPECFLEET_REPO }}"}}]
+
+
+def test_a_canarys_rollback_event_runs_the_rollback_flow_with_its_payload() -> None:
+    """The rollback trigger hands the event's payload to the flow as a mapping (rendered as
+    Prefect's RunDeployment action renders it), and the flow accepts it."""
+    rollback = DEPLOYMENTS["rollback-recommended"]
+    trigger = DeploymentEventTrigger.model_validate(rollback["triggers"][0])
+    assert trigger.expect == {VERDICT_EVENT}
+    parameters = copy.deepcopy(rollback["triggers"][0]["parameters"])
+    RunDeployment._upgrade_v1_templates(parameters)
+    payload = {"canary_id": "canary-1", "reason": "code: slower", "sweep_id": None, "arm": "ngram-k3",
+               "rollback_server_args": ["--model", "m"], "results_dir": "/data/results"}
+    rendered = hydrate(parameters, HydrationContext(raise_on_error=True, render_jinja=True,
+                                                    jinja_context={"event": {"payload": payload}}))
+    assert rendered == {"recommendation": payload, "results_dir": "/data/results"}
+    load_flow_from_entrypoint(rollback["entrypoint"]).validate_parameters(rendered)

@@ -1,0 +1,69 @@
+"""``specfleet canary``: a speculative replica against a matched baseline replica, side by side."""
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.errors import check_load_flags, exit_on_error
+
+ROLLBACK_EXIT = 1
+"""Exit status of a ``rollback`` verdict, so a rollout step can gate on it (bad input stays 2)."""
+
+
+def canary(
+    baseline: Annotated[str, typer.Option(help="Base URL of the baseline (speculation-off) replica.")],
+    candidate: Annotated[str, typer.Option(help="Base URL of the speculative replica.")],
+    prompts: Annotated[list[str], typer.Option(
+        help="A bundled class name or a JSONL/ShareGPT file; repeat per class.")],
+    requests: Annotated[int, typer.Option(min=1, help="Measured requests per class and replica.")],
+    concurrency: Annotated[int | None, typer.Option(
+        min=1, help="Closed loop: requests in flight per replica.")] = None,
+    rate: Annotated[float | None, typer.Option(
+        min=0.0, help="Open loop: Poisson arrivals per second per replica.")] = None,
+    model: Annotated[str | None, typer.Option(help="Served model name; default: the one each replica serves.")] = None,
+    from_sweep: Annotated[str | None, typer.Option(
+        "--from", help="Sweep whose SLO, noise floor, break-even and rollback arguments apply.")] = None,
+    arm: Annotated[str | None, typer.Option(
+        help="The sweep's arm the candidate runs (its break-even); default: the sweep's adopted arm, if one.")] = None,
+    warmup: Annotated[int, typer.Option(min=0, help="Unmeasured warm-up requests per replica.")] = 2,
+    max_tokens: Annotated[int, typer.Option(min=1)] = 64,
+    temperature: Annotated[float, typer.Option(min=0.0)] = 0.0,
+    slo_ttft_ms: Annotated[float | None, typer.Option(min=0.0, help="Without --from: the TTFT SLO.")] = None,
+    slo_itl_ms: Annotated[float | None, typer.Option(min=0.0, help="Without --from: the ITL SLO.")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
+    results_dir: Annotated[Path, typer.Option(help="Where the canary's cells, records and canary.json go.")] = Path(
+        "results"),
+    tracking_uri: Annotated[str | None, typer.Option(
+        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI).")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Compare a speculative replica with a baseline replica per prompt class: promote, hold or rollback."""
+    from flows.canary import emit_rollback
+    from tasks.canary.context import CanaryLoad, canary_setup, publish
+    from tasks.canary.run import run_canary
+
+    with exit_on_error():
+        check_load_flags(concurrency, rate)
+        load = CanaryLoad(concurrency, rate, requests, warmup, max_tokens, temperature)
+        api_key = os.environ.get(api_key_env) if api_key_env else None
+        replicas, context = canary_setup(baseline, candidate, model, api_key, prompts, load, from_sweep, arm,
+                                         results_dir, slo_ttft_ms, slo_itl_ms)
+        result, canary_dir = run_canary(replicas, prompts, load, context, results_dir)
+        params = {"baseline": baseline, "candidate": candidate, "prompts": ",".join(prompts),
+                  "requests": str(requests), "load": f"c{concurrency}" if concurrency else f"r{rate}"}
+        notes = [*publish(result, canary_dir, context.experiment, tracking_uri, params),
+                 *emit_rollback(result, canary_dir)]
+    for note in [*context.notes, *notes]:
+        print(f"note: {note}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(result.model_dump(mode="json")))
+    else:
+        from cli.render import print_canary
+
+        print_canary(result, canary_dir)
+    if result.verdict == "rollback":
+        raise typer.Exit(ROLLBACK_EXIT)

@@ -1,0 +1,92 @@
+"""The canary as Prefect flows (seed, "Production gates, drift monitoring and rollback").
+
+``canary_probe_flow``: the scheduled probe (``canary-probe`` in infra/prefect/prefect.yaml): a
+small canary per prompt class against the production replicas, so the per-class acceptance that
+the servers' own counters cannot show (they are per server) is logged to MLflow every hour. A
+``rollback`` verdict emits ``specfleet.rollback.recommended``.
+
+``rollback_flow``: what that event's automation runs (``rollback-recommended``): it records the
+recommendation and the speculation-off server arguments to deploy (the rollback flag), as a
+Prefect artifact and a JSON file in the results dir. Swapping the replicas is the fleet's own
+deploy step; this names exactly what to deploy.
+"""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.events import emit_event
+
+from flows.sweep import DEFAULT_RESULTS_DIR
+from specfleet.canary import VERDICT_EVENT, CanaryResult
+from specfleet.errors import InputError
+from tasks.canary.context import CanaryLoad, canary_setup, publish
+from tasks.canary.run import run_canary
+from tasks.store.results import atomic_write_text
+
+BASELINE_URL_ENV, CANDIDATE_URL_ENV = "SPECFLEET_CANARY_BASELINE_URL", "SPECFLEET_CANARY_CANDIDATE_URL"
+
+
+def emit_rollback(result: CanaryResult, canary_dir: Path) -> list[str]:
+    """On a ``rollback`` verdict, ``VERDICT_EVENT`` with what a rollback needs (the sweep, the arm,
+    the speculation-off arguments) to the Prefect API, when one is configured; notes otherwise."""
+    if result.verdict != "rollback":
+        return []
+    if not os.environ.get("PREFECT_API_URL"):
+        return [f"no PREFECT_API_URL: event {VERDICT_EVENT} not emitted"]
+    canary_id = canary_dir.name
+    resource = {"prefect.resource.id": f"specfleet.canary.{canary_id}", "prefect.resource.name": canary_id}
+    emit_event(VERDICT_EVENT, resource=resource, payload={
+        "canary_id": canary_id, "reason": result.reason, "sweep_id": result.sweep_id, "arm": result.arm,
+        "rollback_server_args": result.rollback_server_args, "results_dir": str(canary_dir.parent)})
+    return []
+
+
+@flow(name="specfleet-canary-probe")
+def canary_probe_flow(prompts: list[str], baseline_url: str | None = None, candidate_url: str | None = None,
+                      concurrency: int = 1, requests: int = 16, max_tokens: int = 64,
+                      from_sweep: str | None = None, results_dir: str = DEFAULT_RESULTS_DIR) -> CanaryResult:
+    """A canary of ``requests`` per class; the replicas' URLs default to the worker's
+    ``SPECFLEET_CANARY_BASELINE_URL`` and ``SPECFLEET_CANARY_CANDIDATE_URL``."""
+    baseline = baseline_url or os.environ.get(BASELINE_URL_ENV)
+    candidate = candidate_url or os.environ.get(CANDIDATE_URL_ENV)
+    if not baseline or not candidate:
+        raise InputError(f"canary probe: set baseline_url and candidate_url, or {BASELINE_URL_ENV} and "
+                         f"{CANDIDATE_URL_ENV} on the worker")
+    load = CanaryLoad(concurrency, None, requests, 2, max_tokens, 0.0)
+    replicas, context = canary_setup(baseline, candidate, None, None, prompts, load, from_sweep, None,
+                                     Path(results_dir), None, None)
+    result, canary_dir = run_canary(replicas, prompts, load, context, Path(results_dir))
+    logger = get_run_logger()
+    for c in result.classes:
+        logger.info("%s: acceptance %s (%s), baseline %s", c.prompt_class, c.candidate_acceptance.value,
+                    c.candidate_acceptance.source, c.baseline_acceptance.value)
+    params = {"baseline": baseline, "candidate": candidate}
+    for note in [*context.notes, *publish(result, canary_dir, context.experiment, None, params),
+                 *emit_rollback(result, canary_dir)]:
+        logger.warning(note)
+    logger.info("verdict %s: %s", result.verdict, result.reason)
+    return result
+
+
+@flow(name="specfleet-rollback")
+def rollback_flow(recommendation: dict[str, Any], results_dir: str = DEFAULT_RESULTS_DIR) -> str:
+    """Record a recommended rollback (the ``specfleet.rollback.recommended`` payload: canary_id,
+    reason, sweep_id, arm, rollback_server_args) and the speculation-off arguments; returns the
+    file written."""
+    canary_id = str(recommendation["canary_id"])
+    reason, sweep_id, arm = recommendation.get("reason"), recommendation.get("sweep_id"), recommendation.get("arm")
+    server_args = recommendation.get("rollback_server_args")
+    body = (f"# Rollback recommended by {canary_id}\n\n{reason}\n\n"
+            f"Sweep: {sweep_id or 'none'}; arm: {arm or 'unknown'}\n\n"
+            + (f"Deploy the speculation-off server:\n\n```\n{' '.join(server_args)}\n```\n" if server_args else
+               "The canary ran without a sweep (--from): deploy the target's baseline server arguments.\n"))
+    create_markdown_artifact(body, key="rollback-recommended", description=f"rollback recommended by {canary_id}")
+    path = Path(results_dir) / "rollbacks" / f"{canary_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(recommendation, indent=2))
+    get_run_logger().warning("rollback recommended by %s: %s", canary_id, reason)
+    return str(path)

@@ -1,0 +1,124 @@
+"""``specfleet canary``'s measurements: per prompt class, the same prompts in the same order at the
+same load to a baseline and a candidate replica side by side, each class's scored set answered
+by both, and the sweep's noise floor, break-even and rollback arguments (``--from``).
+``specfleet.canary`` makes the verdict; the cells and records are stored like a sweep's."""
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from specfleet.acceptance import client_mean_acceptance_length
+from specfleet.canary import (
+    AcceptanceFigure,
+    CanaryResult,
+    ClassComparison,
+    acceptance_figure,
+    canary_verdict,
+    compare_class,
+)
+from specfleet.contract import CellIdentity, SamplingSpec
+from specfleet.decisions import compare_cells
+from specfleet.errors import InputError
+from specfleet.prompts import PromptItem
+from specfleet.results import CellResult
+from specfleet.results.records import RequestRecord
+from specfleet.scored_set import ScoredSet, score_answers
+from specfleet.stats.quality import QualityResult, quality_gate
+from specfleet.stats.samples import CellSample
+from tasks.arm.cell import CellPlan, measure_cell
+from tasks.arm.energy import EnergyWindow
+from tasks.arm.probes import answer_probe
+from tasks.canary.context import CanaryLoad, SweepContext
+from tasks.loadgen import RequestSettings, ServerEndpoint, route_for
+from tasks.plan.prompt_sets import bundled_dir, resolve_prompts
+from tasks.store.parquet import read_records_parquet
+from tasks.store.results import ResultsStore
+
+REPLICAS = ("baseline", "candidate")
+TWO_REPLICAS = "canary: two replicas measured at once; energy is not attributable to either"
+
+
+def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, context: SweepContext, replica: str,
+          canary_id: str) -> CellPlan:
+    identity = CellIdentity(arm=replica, method="unknown", k=None,
+                            load_mode="concurrency" if load.concurrency is not None else "rate",
+                            load_value=float(load.concurrency or load.rate or 0), prompt_class=prompt_class,
+                            sampling="canary", repeat=0)
+    settings = RequestSettings(route=route_for(prompts), max_tokens=load.max_tokens, ignore_eos=True,
+                               sampling=SamplingSpec(name="canary", temperature=load.temperature), timeout_s=300.0)
+    return CellPlan(identity=identity, key=identity.key(canary_id), prompts=prompts, settings=settings,
+                    load=load.load(), requests=load.requests, warmup_requests=load.warmup, slo=context.slo,
+                    max_error_fraction=1.0, client_lag_limit_ms=context.client_lag_limit_ms)
+
+
+async def _side_by_side(replicas: Sequence[ServerEndpoint], plans: Sequence[CellPlan],
+                        store: ResultsStore) -> list[CellResult]:
+    cells = await asyncio.gather(*(measure_cell(endpoint, plan, EnergyWindow(None, TWO_REPLICAS), store)
+                                   for endpoint, plan in zip(replicas, plans, strict=True)))
+    return list(cells)
+
+
+async def _answers(replicas: Sequence[ServerEndpoint], scored: ScoredSet, max_tokens: int
+                   ) -> list[dict[str, float | None]]:
+    prompts = [item.as_prompt() for item in scored.items]
+    greedy = SamplingSpec(name="greedy", temperature=0.0)
+    outcomes = await asyncio.gather(*(answer_probe(endpoint, prompts, max_tokens, greedy) for endpoint in replicas))
+    return [score_answers(scored.items, answers) for answers, _ in outcomes]
+
+
+def _scored_set(prompt_class: str) -> ScoredSet | None:
+    """A bundled class's scored set (``configs/prompts/scored/``); a prompt file has none."""
+    path = bundled_dir() / "scored" / f"{prompt_class}.jsonl"
+    return ScoredSet.parse(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else None
+
+
+def _acceptance(records: Sequence[RequestRecord]) -> tuple[AcceptanceFigure, float | None]:
+    """vLLM's per-request figure where sent, else the client's; and the client's (all steps) alone."""
+    measured = [r for r in records if r.ok]
+    client = [client_mean_acceptance_length(r) for r in measured]
+    per_step = acceptance_figure([], client)
+    return acceptance_figure([r.request_mean_acceptance_length for r in measured], client), per_step.value
+
+
+def run_canary(replicas: Sequence[ServerEndpoint], prompt_sets: Sequence[str], load: CanaryLoad,
+               context: SweepContext, results_dir: Path) -> tuple[CanaryResult, Path]:
+    """Each class side by side on both replicas, then the verdict; returns it and the canary's folder."""
+    classes = {name: resolve_prompts(name) for name in prompt_sets}
+    canary_id = f"canary-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    store = ResultsStore(results_dir, canary_id)
+    rng = np.random.default_rng(context.analysis.seed)
+    compared: list[ClassComparison] = []
+    for name, prompts in classes.items():
+        class_name = Path(name).stem
+        plans = [_plan(class_name, prompts, load, context, replica, canary_id) for replica in REPLICAS]
+        cells = asyncio.run(_side_by_side(replicas, plans, store))
+        records = [read_records_parquet(store.records_path(plan.key)) for plan in plans]
+        for cell in cells:
+            if not cell.usable:
+                raise InputError(f"--prompts {name}: the {cell.identity.arm} replica's cell is not usable: "
+                                 f"{'; '.join(cell.reasons)}")
+        samples = [CellSample.from_records(cell, recs, context.slo) for cell, recs in zip(cells, records, strict=True)]
+        comparison = compare_cells([samples[0]], [samples[1]], context.slo, context.analysis, rng)
+        scored = _scored_set(class_name) if Path(name).suffix == "" else None
+        quality: QualityResult | None = None
+        if scored is not None:
+            base_scores, cand_scores = asyncio.run(_answers(replicas, scored, load.max_tokens))
+            quality = quality_gate(base_scores, cand_scores, prompt_class=class_name, sampling="greedy",
+                                   tolerance=context.quality_tolerance, confidence=context.analysis.confidence,
+                                   resamples=context.analysis.bootstrap_resamples, rng=rng)
+        noise, _ = context.noise(class_name)
+        (base_acc, _), (cand_acc, cand_per_step) = (_acceptance(recs) for recs in records)
+        compared.append(compare_class(class_name, comparison, base_acc, cand_acc, cand_per_step, noise,
+                                      context.break_even_tokens_per_step, quality))
+    verdict, reason = canary_verdict(compared)
+    noises = {context.noise(c.prompt_class) for c in compared}
+    floor = max((n for n, _ in noises if n is not None), default=None)
+    result = CanaryResult(
+        verdict=verdict, reason=reason, noise_floor=floor, noise_source="; ".join(sorted(s for _, s in noises)),
+        sweep_id=context.sweep_id, arm=context.arm, rollback_server_args=context.rollback_server_args,
+        classes=compared)
+    store.write_json("canary.json", result)
+    return result, store.dir

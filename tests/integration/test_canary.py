@@ -1,0 +1,65 @@
+"""``specfleet canary`` against real vLLM CPU servers (the session's idle servers, with the sweep's
+own server arguments): a baseline replica and an ngram replica side by side give a verdict with
+per-class figures, logged to MLflow beside the reference sweep's runs; two identical baseline
+replicas hold (their difference is within the sweep's noise); bad endpoints and prompts are one
+line and exit 2."""
+
+import json
+
+import pytest
+
+from tasks.arm.lifecycle import SERVED_MODEL_NAME
+from tests.integration.idle_servers import IdleServers
+from tests.integration.reference import ReferenceSweep
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
+
+LOAD = ["--prompts", "code", "--concurrency", "2", "--requests", "12", "--warmup", "1", "--max-tokens", "16"]
+"""The reference sweep's class and load (code at concurrency 2, 16 tokens), so its noise floor applies."""
+
+
+def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: str) -> tuple[int, dict[str, object]]:
+    code, output = reference.cli("canary", "--baseline", baseline, "--candidate", candidate, *LOAD, "--from",
+                                 reference.sweep_id, "--json", *extra)
+    assert code in (0, 1), output[-4000:]
+    return code, json.loads(output.strip().splitlines()[-1])
+
+
+def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
+        reference: ReferenceSweep, idle_server: IdleServers) -> None:
+    idle_server.start("baseline", "ngram")
+    code, result = _canary(reference, idle_server("baseline").base_url, idle_server("ngram").base_url,
+                           "--arm", "ngram-k3")
+    assert result["verdict"] in ("promote", "hold", "rollback") and result["reason"]
+    assert code == (1 if result["verdict"] == "rollback" else 0)
+    assert result["sweep_id"] == reference.sweep_id and result["noise_floor"] is not None
+    (row,) = result["classes"]
+    assert row["prompt_class"] == "code"
+    speedup = row["comparison"]["qualified_tps_speedup"]
+    assert speedup["low"] <= speedup["estimate"] <= speedup["high"]
+    cand, base = row["candidate_acceptance"], row["baseline_acceptance"]
+    assert cand["value"] is not None and cand["value"] > 1.0  # ngram accepts some drafts on code
+    assert base["value"] is None or base["value"] == pytest.approx(1.0)  # one token per step without speculation
+    assert row["quality"]["items"] > 0  # code has a bundled scored set, answered by both
+    assert result["arm"] == "ngram-k3" and row["break_even_acceptance"] > 0  # the sweep's, at c2
+    assert "--speculative-config" not in result["rollback_server_args"]  # the speculation-off server
+    (run,) = [r for r in reference.runs("canary") if r.data.tags["verdict"] == result["verdict"]]
+    assert run.data.tags["sweep_id"] == reference.sweep_id and run.info.status == "FINISHED"
+    assert "code.qualified_tps_speedup" in run.data.metrics
+
+
+def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_server: IdleServers) -> None:
+    twin = idle_server.variant("baseline", "baseline-twin", {})
+    code, result = _canary(reference, idle_server("baseline").base_url, twin.base_url)
+    assert (code, result["verdict"]) == (0, "hold"), result["reason"]
+
+
+def test_an_unreachable_replica_or_bad_prompts_is_one_line_and_exit_2(
+        reference: ReferenceSweep, idle_server: IdleServers) -> None:
+    base = idle_server("baseline").base_url
+    code, output = reference.cli("canary", "--baseline", base, "--candidate", "http://127.0.0.1:9", *LOAD)
+    last = output.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("error: --candidate http://127.0.0.1:9: unreachable"), output
+    code, output = reference.cli("canary", "--baseline", base, "--candidate", base, "--prompts", "no-such-class",
+                                 "--concurrency", "1", "--requests", "2", "--model", SERVED_MODEL_NAME)
+    assert code == 2 and "--prompts: 'no-such-class' is neither a file nor a bundled class" in output

@@ -22,7 +22,8 @@ def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: st
     code, output = reference.cli("canary", "--baseline", baseline, "--candidate", candidate, *LOAD, "--from",
                                  reference.sweep_id, "--json", *extra)
     assert code in (0, 1), output[-4000:]
-    return code, json.loads(output.strip().splitlines()[-1])
+    (line,) = [line for line in output.splitlines() if line.startswith('{"verdict"')]  # stderr shares the pipe
+    return code, json.loads(line)
 
 
 def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
@@ -39,7 +40,9 @@ def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
     assert speedup["low"] <= speedup["estimate"] <= speedup["high"]
     cand, base = row["candidate_acceptance"], row["baseline_acceptance"]
     assert cand["value"] is not None and cand["value"] > 1.0  # ngram accepts some drafts on code
-    assert base["value"] is None or base["value"] == pytest.approx(1.0)  # one token per step without speculation
+    # Without speculation vLLM sends no per-request figures; the client's estimate is one token per
+    # step unless a slow reader got steps merged into one chunk (1.05 once, while other work held the cores).
+    assert base["source"] == "client_estimate" and 1.0 <= base["value"] < cand["value"]
     assert row["quality"]["items"] > 0  # code has a bundled scored set, answered by both
     assert result["arm"] == "ngram-k3" and row["break_even_acceptance"] > 0  # the sweep's, at c2
     assert "--speculative-config" not in result["rollback_server_args"]  # the speculation-off server

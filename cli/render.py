@@ -205,11 +205,15 @@ def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:
         table.add_column(column)
     for c in result.classes:
         quality = c.quality.difference if c.quality is not None else None
+        compared = c.comparison
+        why_not = [f"not compared: {c.not_compared}"] if c.not_compared else []
         table.add_row(
             c.prompt_class, f"{_acceptance(c.baseline_acceptance)} / {_acceptance(c.candidate_acceptance)}",
-            _fmt(c.break_even_acceptance), _speedup(c.comparison.qualified_tps_speedup),
-            _speedup(c.comparison.itl_speedup), _fmt(c.comparison.candidate_ttft_ms),
-            NA if quality is None else f"{quality.estimate:+.3f}", "; ".join(c.findings) or "within the noise")
+            _fmt(c.break_even_acceptance), _speedup(compared.qualified_tps_speedup if compared else None),
+            _speedup(compared.itl_speedup if compared else None),
+            _fmt(compared.candidate_ttft_ms if compared else None),
+            NA if quality is None else f"{quality.estimate:+.3f}",
+            "; ".join([*why_not, *c.findings]) or "within the noise")
     console.print(table)
     console.print(f"verdict: {result.verdict}: {result.reason}", markup=False, highlight=False)
     console.print(f"noise: {result.noise_source}", markup=False, highlight=False)

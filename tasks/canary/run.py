@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import numpy as np
 
 from specfleet.acceptance import client_mean_acceptance_length
@@ -15,13 +16,15 @@ from specfleet.canary import (
     AcceptanceFigure,
     CanaryResult,
     ClassComparison,
+    Replica,
+    UnusableCell,
     acceptance_figure,
     canary_verdict,
     compare_class,
+    uncompared_class,
 )
 from specfleet.contract import CellIdentity, SamplingSpec
 from specfleet.decisions import compare_cells
-from specfleet.errors import InputError
 from specfleet.prompts import PromptItem
 from specfleet.results import CellResult
 from specfleet.results.records import RequestRecord
@@ -37,7 +40,7 @@ from tasks.plan.prompt_sets import bundled_dir, resolve_prompts
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ResultsStore
 
-REPLICAS = ("baseline", "candidate")
+REPLICAS: tuple[Replica, Replica] = ("baseline", "candidate")
 TWO_REPLICAS = "canary: two replicas measured at once; energy is not attributable to either"
 
 
@@ -83,9 +86,53 @@ def _acceptance(records: Sequence[RequestRecord]) -> tuple[AcceptanceFigure, flo
     return acceptance_figure([r.request_mean_acceptance_length for r in measured], client), per_step.value
 
 
+def _quality(replicas: Sequence[ServerEndpoint], class_name: str, load: CanaryLoad, context: SweepContext,
+             rng: np.random.Generator) -> QualityResult | None:
+    """Both replicas answer the class's scored set at greedy; None where the class has none."""
+    scored = _scored_set(class_name)
+    if scored is None:
+        return None
+    base_scores, cand_scores = asyncio.run(_answers(replicas, scored, load.max_tokens))
+    return quality_gate(base_scores, cand_scores, prompt_class=class_name, sampling="greedy",
+                        tolerance=context.quality_tolerance, confidence=context.analysis.confidence,
+                        resamples=context.analysis.bootstrap_resamples, rng=rng)
+
+
+def _compare(class_name: str, bundled: bool, replicas: Sequence[ServerEndpoint], cells: Sequence[CellResult],
+             records: Sequence[Sequence[RequestRecord]], load: CanaryLoad, context: SweepContext,
+             rng: np.random.Generator) -> ClassComparison:
+    """One class from its two stored cells. A cell that is not usable keeps the class from being
+    compared; what can still be said (the other replica's acceptance, the scored set's answers)
+    is kept, and a replica that cannot answer the scored set then leaves quality None with why."""
+    unusable = {replica: UnusableCell(replica=replica, status=cell.status, reasons=cell.reasons)
+                for replica, cell in zip(REPLICAS, cells, strict=True) if not cell.usable}
+    break_even = context.break_even_tokens_per_step
+    if not unusable:
+        samples = [CellSample.from_records(c, recs, context.slo) for c, recs in zip(cells, records, strict=True)]
+        comparison = compare_cells([samples[0]], [samples[1]], context.slo, context.analysis, rng)
+        quality = _quality(replicas, class_name, load, context, rng) if bundled else None
+        (base_acc, _), (cand_acc, cand_per_step) = (_acceptance(recs) for recs in records)
+        noise, _ = context.noise(class_name)
+        return compare_class(class_name, comparison, base_acc, cand_acc, cand_per_step, noise, break_even, quality)
+    quality, quality_note = None, None
+    try:
+        quality = _quality(replicas, class_name, load, context, rng) if bundled else None
+    except httpx.HTTPError as err:  # a replica that stopped answering; the class is not compared anyway
+        quality_note = f"a replica could not answer the scored set: {type(err).__name__}: {err}"
+
+    def side(replica: Replica, recs: Sequence[RequestRecord]) -> tuple[AcceptanceFigure, float | None]:
+        cell = unusable.get(replica)
+        return _acceptance(recs) if cell is None else (cell.acceptance(), None)
+
+    (base_acc, _), (cand_acc, cand_per_step) = (side(r, recs) for r, recs in zip(REPLICAS, records, strict=True))
+    return uncompared_class(class_name, list(unusable.values()), base_acc, cand_acc, cand_per_step, break_even,
+                            quality, quality_note)
+
+
 def run_canary(replicas: Sequence[ServerEndpoint], prompt_sets: Sequence[str], load: CanaryLoad,
                context: SweepContext, results_dir: Path) -> tuple[CanaryResult, Path]:
-    """Each class side by side on both replicas, then the verdict; returns it and the canary's folder."""
+    """Each class side by side on both replicas, then the verdict; returns it and the canary's folder.
+    A class whose cell is not usable on either replica is stored and reported as not compared."""
     classes = {name: resolve_prompts(name) for name in prompt_sets}
     canary_id = f"canary-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     store = ResultsStore(results_dir, canary_id)
@@ -96,23 +143,7 @@ def run_canary(replicas: Sequence[ServerEndpoint], prompt_sets: Sequence[str], l
         plans = [_plan(class_name, prompts, load, context, replica, canary_id) for replica in REPLICAS]
         cells = asyncio.run(_side_by_side(replicas, plans, store))
         records = [read_records_parquet(store.records_path(plan.key)) for plan in plans]
-        for cell in cells:
-            if not cell.usable:
-                raise InputError(f"--prompts {name}: the {cell.identity.arm} replica's cell is not usable: "
-                                 f"{'; '.join(cell.reasons)}")
-        samples = [CellSample.from_records(cell, recs, context.slo) for cell, recs in zip(cells, records, strict=True)]
-        comparison = compare_cells([samples[0]], [samples[1]], context.slo, context.analysis, rng)
-        scored = _scored_set(class_name) if Path(name).suffix == "" else None
-        quality: QualityResult | None = None
-        if scored is not None:
-            base_scores, cand_scores = asyncio.run(_answers(replicas, scored, load.max_tokens))
-            quality = quality_gate(base_scores, cand_scores, prompt_class=class_name, sampling="greedy",
-                                   tolerance=context.quality_tolerance, confidence=context.analysis.confidence,
-                                   resamples=context.analysis.bootstrap_resamples, rng=rng)
-        noise, _ = context.noise(class_name)
-        (base_acc, _), (cand_acc, cand_per_step) = (_acceptance(recs) for recs in records)
-        compared.append(compare_class(class_name, comparison, base_acc, cand_acc, cand_per_step, noise,
-                                      context.break_even_tokens_per_step, quality))
+        compared.append(_compare(class_name, Path(name).suffix == "", replicas, cells, records, load, context, rng))
     verdict, reason = canary_verdict(compared)
     noises = {context.noise(c.prompt_class) for c in compared}
     floor = max((n for n, _ in noises if n is not None), default=None)

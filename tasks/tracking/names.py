@@ -230,14 +230,16 @@ def mix_metrics(verdicts: Iterable[MixVerdict]) -> dict[str, float]:
 
 
 def canary_metrics(result: CanaryResult) -> dict[str, float]:
-    """Per class: both replicas' acceptance, the speedups with their intervals, the quality difference."""
+    """Per class: both replicas' acceptance, the speedups with their intervals (none where the class
+    was not compared: ``canary.json`` says why), the quality difference."""
     out: dict[str, float] = {}
     for c in result.classes:
         prefix = f"{c.prompt_class}."
         for side, figure in (("baseline", c.baseline_acceptance), ("candidate", c.candidate_acceptance)):
             _put(out, f"{prefix}{side}_mean_acceptance_length", figure.value)
-        for name, interval in (("qualified_tps_speedup", c.comparison.qualified_tps_speedup),
-                               ("itl_speedup", c.comparison.itl_speedup),
+        compared = c.comparison
+        for name, interval in (("qualified_tps_speedup", compared.qualified_tps_speedup if compared else None),
+                               ("itl_speedup", compared.itl_speedup if compared else None),
                                ("quality_difference", c.quality.difference if c.quality else None)):
             if interval is not None:
                 for stat in ("estimate", "low", "high"):

@@ -1,14 +1,20 @@
 """``specfleet canary`` against real vLLM CPU servers (the session's idle servers, with the sweep's
 own server arguments): a baseline replica and an ngram replica side by side give a verdict with
 per-class figures, logged to MLflow beside the reference sweep's runs; two identical baseline
-replicas hold (their difference is within the sweep's noise); bad endpoints and prompts are one
-line and exit 2."""
+replicas hold (their difference is within the sweep's noise); a class whose cells are not usable
+(a sweep whose client lag limit no client meets) is stored and reported as not compared, and
+holds; bad endpoints and prompts are one line and exit 2."""
 
 import json
+import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
+from tasks.store.results import ResultsStore
 from tests.integration.idle_servers import IdleServers
 from tests.integration.reference import ReferenceSweep
 
@@ -18,9 +24,10 @@ LOAD = ["--prompts", "code", "--concurrency", "2", "--requests", "12", "--warmup
 """The reference sweep's class and load (code at concurrency 2, 16 tokens), so its noise floor applies."""
 
 
-def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: str) -> tuple[int, dict[str, object]]:
+def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: str,
+            results_dir: Path | None = None) -> tuple[int, dict[str, Any]]:
     code, output = reference.cli("canary", "--baseline", baseline, "--candidate", candidate, *LOAD, "--from",
-                                 reference.sweep_id, "--json", *extra)
+                                 reference.sweep_id, "--json", *extra, results_dir=results_dir)
     assert code in (0, 1), output[-4000:]
     (line,) = [line for line in output.splitlines() if line.startswith('{"verdict"')]  # stderr shares the pipe
     return code, json.loads(line)
@@ -55,6 +62,53 @@ def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_se
     twin = idle_server.variant("baseline", "baseline-twin", {})
     code, result = _canary(reference, idle_server("baseline").base_url, twin.base_url)
     assert (code, result["verdict"]) == (0, "hold"), result["reason"]
+
+
+def _strict_sweep(reference: ReferenceSweep, results: Path, client_lag_limit_ms: float) -> None:
+    """The reference sweep under ``results`` with its config's client lag limit replaced (its
+    stored cells, records and summary as they are)."""
+    sweep_dir = Path(shutil.copytree(reference.store.dir, results / reference.sweep_id))
+    config = yaml.safe_load(reference.config.read_text())
+    config["load"]["client_lag_limit_ms"] = client_lag_limit_ms
+    strict = results.parent / "strict.yaml"
+    strict.write_text(yaml.safe_dump(config))
+    stored = json.loads((sweep_dir / "sweep.json").read_text())
+    (sweep_dir / "sweep.json").write_text(json.dumps(stored | {"config": str(strict)}))
+
+
+def test_a_class_whose_cells_are_not_usable_is_stored_not_compared_and_never_promoted(
+        reference: ReferenceSweep, idle_server: IdleServers, tmp_path: Path) -> None:
+    """A client lag limit of 1 us no event loop meets: both replicas' cells on code are invalid, so it
+    holds (or rolls back if the scored set, answered apart from the cells, fails the quality gate)."""
+    results = tmp_path / "results"
+    _strict_sweep(reference, results, client_lag_limit_ms=0.001)
+    idle_server.start("baseline", "ngram")
+    code, result = _canary(reference, idle_server("baseline").base_url, idle_server("ngram").base_url,
+                           "--arm", "ngram-k3", results_dir=results)
+    (row,) = result["classes"]
+    assert row["comparison"] is None and bool(row["findings"]) == (not row["quality"]["passed"])
+    assert {cell["replica"] for cell in row["unusable_cells"]} == {"baseline", "candidate"}
+    assert all("client saturated" in cell["reasons"][0] and "> 0.001 ms" in cell["reasons"][0]
+               for cell in row["unusable_cells"])
+    assert row["not_compared"].startswith("the baseline's cell is invalid: client saturated")
+    for side in ("baseline_acceptance", "candidate_acceptance"):  # no figure from an unusable cell, and why
+        assert row[side]["value"] is None and "client saturated" in row[side]["note"]
+    assert row["candidate_tokens_per_step"] is None and row["break_even_acceptance"] > 0  # the sweep's, kept
+    assert row["quality"]["items"] > 0  # answered apart from the cells, kept, and it still counts
+    assert (code, result["verdict"]) == ((0, "hold") if row["quality"]["passed"] else (1, "rollback")), result["reason"]
+    assert "code could not be compared (the baseline's cell is invalid: client saturated" in result["reason"]
+    (canary_dir,) = results.glob("canary-*")
+    store = ResultsStore(results, canary_dir.name)
+    cells = list(store.cells())
+    assert sorted(c.identity.arm for c in cells) == ["baseline", "candidate"] and not any(c.usable for c in cells)
+    assert all(store.records_path(c.key).is_file() for c in cells)
+    stored = json.loads((canary_dir / "canary.json").read_text())
+    assert (stored["verdict"], stored["reason"], stored["classes"][0]["not_compared"]) == (
+        result["verdict"], result["reason"], row["not_compared"])
+    (run,) = [r for r in reference.runs("canary") if r.data.tags["canary_id"] == canary_dir.name]
+    assert run.data.tags["verdict"] == result["verdict"] and run.info.status == "FINISHED"
+    assert "code.qualified_tps_speedup" not in run.data.metrics  # not compared: absent, never 0
+    assert run.data.metrics["code.break_even_acceptance_length"] == row["break_even_acceptance"]
 
 
 def test_an_unreachable_replica_or_bad_prompts_is_one_line_and_exit_2(

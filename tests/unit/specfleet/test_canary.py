@@ -1,14 +1,26 @@
 """The canary's verdict: rollback when a class is worse beyond the interval and the noise floor
 (or below the break-even, or fails quality or the SLO), promote when every class is better beyond
-them, hold otherwise."""
+them, hold otherwise; a class whose cell is not usable on either replica is not compared and
+holds (never promotes) unless something calls for rollback."""
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from specfleet.canary import AcceptanceFigure, ClassComparison, acceptance_figure, canary_verdict, compare_class
+from specfleet.canary import (
+    AcceptanceFigure,
+    ClassComparison,
+    UnusableCell,
+    acceptance_figure,
+    canary_verdict,
+    compare_class,
+    uncompared_class,
+)
 from specfleet.decisions import Comparison
 from specfleet.stats.bootstrap import Interval
+from specfleet.stats.quality import QualityResult, quality_gate
 
 NONE = AcceptanceFigure(value=None, source="none", requests=0)
 
@@ -73,3 +85,67 @@ def test_vllm_figures_win_over_the_client_estimate_and_none_is_never_a_number(
         assert figure.source == "client_estimate" and figure.requests == len(found_client)
     else:
         assert figure.value is None and figure.source == "none" and figure.note
+
+
+SATURATED = UnusableCell(replica="candidate", status="invalid",
+                         reasons=["client saturated: event-loop lag p99 7.3 ms > 0.001 ms"])
+
+
+def _uncompared(*unusable: UnusableCell, quality: QualityResult | None = None, per_step: float | None = None,
+                break_even: float | None = None, name: str = "chat") -> ClassComparison:
+    base = NONE if any(u.replica == "baseline" for u in unusable) else AcceptanceFigure(
+        value=1.0, source="client_estimate", requests=8)
+    cand = next((u.acceptance() for u in unusable if u.replica == "candidate"), NONE)
+    return uncompared_class(name, list(unusable), base, cand, per_step, break_even, quality)
+
+
+def _quality(candidate_scores: list[float]) -> QualityResult:
+    ids = [f"q{i}" for i in range(len(candidate_scores))]
+    return quality_gate(dict.fromkeys(ids, 1.0), dict(zip(ids, candidate_scores, strict=True)), prompt_class="chat",
+                        sampling="greedy", tolerance=0.1, confidence=0.95, resamples=200,
+                        rng=np.random.default_rng(0))
+
+
+def test_a_class_not_compared_on_the_candidate_side_holds_naming_it_and_why() -> None:
+    chat = _uncompared(SATURATED)
+    assert chat.comparison is None and chat.candidate_tokens_per_step is None and not chat.better
+    assert chat.candidate_acceptance.value is None and "client saturated" in (chat.candidate_acceptance.note or "")
+    assert chat.baseline_acceptance.value == 1.0  # the usable replica's figure is kept
+    verdict, reason = canary_verdict([chat])
+    assert verdict == "hold"
+    assert reason.startswith("chat could not be compared (the candidate's cell is invalid: client saturated")
+
+
+def test_a_class_not_compared_turns_promote_into_hold_but_rollback_elsewhere_stands() -> None:
+    fast = _class((1.4, 1.3, 1.5), noise=0.1)
+    assert canary_verdict([fast])[0] == "promote"
+    verdict, reason = canary_verdict([fast, _uncompared(SATURATED)])
+    assert verdict == "hold" and "chat could not be compared" in reason and "code" not in reason
+    verdict, reason = canary_verdict([_class((0.85, 0.80, 0.90)), _uncompared(SATURATED)])
+    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s x0.85")
+    assert "chat could not be compared" in reason  # the rollback record says what was not compared
+    verdict, reason = canary_verdict([_class((1.02, 0.95, 1.09)), _uncompared(SATURATED)])
+    assert verdict == "hold" and reason.endswith("; within the noise on code")
+
+
+def test_what_needs_no_comparison_of_the_cells_still_counts_on_a_class_not_compared() -> None:
+    baseline_only = UnusableCell(replica="baseline", status="invalid", reasons=["no request completed"])
+    assert canary_verdict([_uncompared(baseline_only, quality=_quality([1.0] * 8))])[0] == "hold"
+    verdict, reason = canary_verdict([_uncompared(baseline_only, quality=_quality([0.0] * 8))])
+    assert verdict == "rollback" and "chat: quality:" in reason
+    verdict, reason = canary_verdict([_uncompared(baseline_only, per_step=1.2, break_even=1.5)])
+    assert verdict == "rollback" and "1.20 tokens per step, below the sweep's break-even 1.50" in reason
+
+
+def test_a_class_is_compared_or_says_why_not() -> None:
+    with pytest.raises(ValueError, match="needs the cell"):
+        _uncompared()
+    with pytest.raises(ValueError, match="unusable cell"):
+        _uncompared(SATURATED, per_step=2.0)
+    compared = _class((1.0, 0.9, 1.1))
+    assert compared.not_compared is None and compared.unusable_cells == []
+    with pytest.raises(ValidationError, match="says why it was not compared"):
+        ClassComparison.model_validate(compared.model_dump() | {"comparison": None})
+    stored = _uncompared(SATURATED, SATURATED.model_copy(update={"replica": "baseline"}))
+    assert ClassComparison.model_validate_json(stored.model_dump_json()) == stored  # canary.json round-trips
+    assert stored.not_compared is not None and stored.not_compared.count("client saturated") == 2

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specfleet.canary import AcceptanceFigure, CanaryResult, UnusableCell, uncompared_class
 from specfleet.contract import CellIdentity
 from specfleet.fingerprint import Fingerprint
 from specfleet.quality_gates import QualityCheck
@@ -14,6 +15,7 @@ from specfleet.stats.quality import quality_gate
 from tasks.store.results import ResultsStore
 from tasks.tracking.names import (
     REDACTED,
+    canary_metrics,
     cell_metrics,
     cell_params,
     cell_tags,
@@ -143,3 +145,13 @@ def test_mix_metrics_per_arm_and_policy_and_absent_when_no_figure() -> None:
         "mix.draft-k-policy.greedy.coverage", "mix.draft-k-policy.greedy.entry_gate",
         "mix.draft-k-policy.greedy.adoptable"}
     assert logged["mix.draft-k-policy.greedy.coverage"] == 0.0
+
+
+def test_canary_metrics_of_a_class_not_compared_are_what_was_measured_and_no_speedup() -> None:
+    saturated = UnusableCell(replica="candidate", status="invalid", reasons=["client saturated"])
+    base = AcceptanceFigure(value=1.02, source="client_estimate", requests=12)
+    chat = uncompared_class("chat", [saturated], base, saturated.acceptance(), None, 1.4, None)
+    result = CanaryResult(verdict="hold", reason="r", noise_floor=None, noise_source="none", sweep_id=None, arm=None,
+                          rollback_server_args=None, classes=[chat])
+    assert canary_metrics(result) == {"chat.baseline_mean_acceptance_length": 1.02,
+                                      "chat.break_even_acceptance_length": 1.4}  # never a speedup of 0

@@ -187,6 +187,10 @@ class _Dechunker:
 
     def feed(self, data: bytes) -> tuple[bytes, bool]:
         """The body bytes in ``data`` and whether the body ended (the last chunk and trailers)."""
+        if not (self._buffer or self._left or self._crlf or self._trailer):
+            single = _single_chunk(data)
+            if single is not None:
+                return single, False
         buffer = self._buffer + data if self._buffer else data
         self._buffer = b""
         parts: list[bytes] = []
@@ -225,6 +229,19 @@ class _Dechunker:
             self._trailer = self._left == 0
         self._buffer = buffer[position:]
         return (parts[0] if len(parts) == 1 else b"".join(parts)), False
+
+
+def _single_chunk(data: bytes) -> bytes | None:
+    """The data of ``data`` when it is exactly one whole non-empty chunk (a server that writes
+    each event as its own chunk, read as it was written), else None."""
+    line_end = data.find(b"\r\n")
+    if line_end <= 0 or not data.endswith(b"\r\n"):
+        return None
+    try:
+        size = int(data[:line_end], 16)
+    except ValueError:
+        return None  # chunk extensions, or not framing at all: the general path decides
+    return data[line_end + 2:-2] if size and line_end + size + 4 == len(data) else None
 
 
 class _Connection(asyncio.BufferedProtocol):

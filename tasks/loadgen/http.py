@@ -1,9 +1,10 @@
-"""A small HTTP/1.1 client for streamed POSTs: one asyncio protocol per connection, keep-alive pool.
+"""A small HTTP/1.1 client for streamed POSTs: one asyncio protocol per connection, keep-alive pool;
+the responses are parsed by llhttp (``httptools``, the parser uvicorn serves vLLM with).
 
 Why not aiohttp: against a server that writes one SSE event per HTTP chunk (vLLM's API
 server), aiohttp's response stream makes about ten Python calls per chunk and wakes the
-request's task on every read. Here the transport hands each read straight to the response's
-parser inside ``data_received``: chunk framing is undone and the body handed on with the
+request's task on every read. Here the transport reads into one preallocated buffer and hands
+each read straight to the response's parser: its body goes to the request's sink with the
 read's arrival stamp, and the request's task wakes once, when the response ends
 (docs/benchmarks.md, "Client capacity").
 
@@ -21,12 +22,13 @@ from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
 
+import httptools
+
 BodySink = Callable[[bytes, int], int]
 """Gets each read's body bytes and its arrival (``time.perf_counter_ns``); returns ``MORE``,
 ``ENOUGH`` (the stream's ``[DONE]``: the rest of the response is read, unseen, so the
 connection can be reused) or ``ABORT`` (an error: the connection is closed now)."""
 MORE, ENOUGH, ABORT = 0, 1, 2
-MAX_HEAD_BYTES = 64 * 1024
 READ_BUFFER_BYTES = 256 * 1024
 END_WAIT_S = 1.0
 """After a sink has had enough, how long the rest of the response may take to arrive before the
@@ -58,9 +60,9 @@ class Origin:
 
 
 class Response:
-    """One response, parsed as its bytes arrive: status line and headers, then the body, undone
-    from its framing and handed to the sink ``sink_for(status)`` chose. ``finished`` resolves
-    when it is over."""
+    """One response, parsed as its bytes arrive by llhttp (``httptools``, the parser uvicorn uses):
+    status and headers, then the body, undone from its framing and handed to the sink
+    ``sink_for(status)`` chose, with the read's arrival stamp. ``finished`` resolves when it is over."""
 
     def __init__(self, sink_for: Callable[[int], BodySink], finished: "asyncio.Future[None]") -> None:
         self.sink_for = sink_for
@@ -70,95 +72,59 @@ class Response:
         self.reusable = False
         self.error: str | None = None
         self.received = False
-        self._head = b""
-        self._in_body = False
-        self._chunked = False
-        self._left: int | None = None  # Content-Length bytes still to come; None: until close
-        self._keep_alive = False
+        self._parser = httptools.HttpResponseParser(self)
+        self._arrival_ns = 0
+        self._framed = False  # chunked or sized: the body's end is known without the connection's close
         self._sink_done = False
-        self._frame = _Dechunker()
         self._end_timer: asyncio.TimerHandle | None = None
 
-    def feed(self, data: bytes, arrival_ns: int) -> None:
+    def feed(self, data: memoryview, arrival_ns: int) -> None:
         if self.finished.done():
             return
         self.received = True
-        if not self._in_body:
-            data = self._feed_head(data)
-            if not self._in_body or self.finished.done():
-                return
-        if self._chunked:
-            body, ended = self._frame.feed(data)
-        elif self._left is not None:
-            body, self._left = data[:self._left], self._left - min(len(data), self._left)
-            ended = self._left == 0
-        else:
-            body, ended = data, False
-        if body and not self._sink_done and self.sink is not None:
-            try:
-                verdict = self.sink(body, arrival_ns)
-            except Exception as err:  # a bug in the sink fails this request, not the event loop
-                self._fail(f"client error reading the response: {type(err).__name__}: {err}"[:300])
-                return
-            if verdict == ABORT:
-                self._sink_done = True
-                self._end(reusable=False)
-                return
-            if verdict == ENOUGH:
-                self._sink_done = True
-                if not ended:
-                    self._end_timer = asyncio.get_running_loop().call_later(END_WAIT_S, self._give_up)
-        if ended:
-            self._end(reusable=self._keep_alive)
-        elif self._frame.error is not None:
-            self._fail(self._frame.error)
+        self._arrival_ns = arrival_ns
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as err:
+            self._fail(f"bad HTTP response: {err}"[:300])
 
     def connection_lost(self) -> None:
         if self.finished.done():
             return
-        if self._in_body and (self._sink_done or (not self._chunked and self._left is None)):
+        if self.sink is not None and (self._sink_done or not self._framed):
             self._end(reusable=False)  # all the caller wanted arrived, or the body ends at close
         else:
             self._fail("the server closed the connection mid-response" if self.received
                        else "the server closed the connection before responding")
 
-    def _feed_head(self, data: bytes) -> bytes:
-        """Buffer until the blank line after the headers; return what follows it."""
-        head = self._head + data
-        end = head.find(b"\r\n\r\n")
-        if end < 0:
-            self._head = head
-            if len(head) > MAX_HEAD_BYTES:
-                self._fail("response headers too long")
-            return b""
-        self._head, rest = b"", head[end + 4:]
-        status_line, *lines = head[:end].decode("latin-1").split("\r\n")
-        version, _, code = status_line.partition(" ")
+    # llhttp's callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+        if self.status >= 200:  # an interim (1xx) response has no body: the real one follows
+            self.sink = self.sink_for(self.status)
+
+    def on_body(self, body: bytes) -> None:
+        if self._sink_done or self.sink is None or self.finished.done():
+            return
         try:
-            self.status = int(code[:3])
-        except ValueError:
-            self._fail(f"bad HTTP status line: {status_line[:80]!r}")
-            return b""
-        if 100 <= self.status < 200:  # an interim response: the real one follows
-            return self._feed_head(rest) if rest else b""
-        headers = {name.strip().lower(): value.strip().lower()
-                   for name, _, value in (line.partition(":") for line in lines)}
-        connection = headers.get("connection", "")
-        self._keep_alive = "close" not in connection and (version == "HTTP/1.1" or "keep-alive" in connection)
-        self._chunked = "chunked" in headers.get("transfer-encoding", "")
-        if not self._chunked and "content-length" in headers:
-            try:
-                self._left = int(headers["content-length"])
-            except ValueError:
-                self._fail(f"bad Content-Length: {headers['content-length'][:40]!r}")
-                return b""
-        else:
-            self._keep_alive = self._keep_alive and self._chunked
-        self._in_body = True
-        self.sink = self.sink_for(self.status)
-        if self._left == 0:
-            self._end(reusable=self._keep_alive)
-        return rest
+            verdict = self.sink(body, self._arrival_ns)
+        except Exception as err:  # a bug in the sink fails this request, not the event loop
+            self._fail(f"client error reading the response: {type(err).__name__}: {err}"[:300])
+            return
+        if verdict == ABORT:
+            self._sink_done = True
+            self._end(reusable=False)
+        elif verdict == ENOUGH:
+            self._sink_done = True
+            self._end_timer = asyncio.get_running_loop().call_later(END_WAIT_S, self._give_up)
+
+    def on_message_complete(self) -> None:
+        if self.sink is not None:
+            self._end(reusable=self._parser.should_keep_alive())
 
     def _give_up(self) -> None:
         self._end(reusable=False)
@@ -173,75 +139,6 @@ class Response:
     def _fail(self, error: str) -> None:
         self.error = error
         self._end(reusable=False)
-
-
-class _Dechunker:
-    """HTTP/1.1 chunked transfer coding, undone incrementally; a malformed frame sets ``error``."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._left = 0  # data bytes of the current chunk still to come
-        self._crlf = False  # the CRLF after a chunk's data is still to come
-        self._trailer = False
-        self.error: str | None = None
-
-    def feed(self, data: bytes) -> tuple[bytes, bool]:
-        """The body bytes in ``data`` and whether the body ended (the last chunk and trailers)."""
-        if not (self._buffer or self._left or self._crlf or self._trailer):
-            single = _single_chunk(data)
-            if single is not None:
-                return single, False
-        buffer = self._buffer + data if self._buffer else data
-        self._buffer = b""
-        parts: list[bytes] = []
-        position, size = 0, len(buffer)
-        while position < size:
-            if self._left:
-                take = min(self._left, size - position)
-                parts.append(buffer[position:position + take])
-                position += take
-                self._left -= take
-                self._crlf = self._left == 0
-                continue
-            if self._crlf:
-                if size - position < 2:
-                    break
-                if buffer[position:position + 2] != b"\r\n":
-                    self.error = "bad chunked framing: no CRLF after a chunk"
-                    return b"".join(parts), False
-                position += 2
-                self._crlf = False
-                continue
-            line_end = buffer.find(b"\r\n", position)
-            if line_end < 0:
-                break
-            line = buffer[position:line_end]
-            position = line_end + 2
-            if self._trailer:
-                if not line:
-                    return b"".join(parts), True
-                continue  # a trailer field
-            try:
-                self._left = int(line.split(b";", 1)[0], 16)
-            except ValueError:
-                self.error = f"bad chunked framing: chunk size {line[:20]!r}"
-                return b"".join(parts), False
-            self._trailer = self._left == 0
-        self._buffer = buffer[position:]
-        return (parts[0] if len(parts) == 1 else b"".join(parts)), False
-
-
-def _single_chunk(data: bytes) -> bytes | None:
-    """The data of ``data`` when it is exactly one whole non-empty chunk (a server that writes
-    each event as its own chunk, read as it was written), else None."""
-    line_end = data.find(b"\r\n")
-    if line_end <= 0 or not data.endswith(b"\r\n"):
-        return None
-    try:
-        size = int(data[:line_end], 16)
-    except ValueError:
-        return None  # chunk extensions, or not framing at all: the general path decides
-    return data[line_end + 2:-2] if size and line_end + size + 4 == len(data) else None
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -263,7 +160,7 @@ class _Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         arrival_ns = time.perf_counter_ns()
         if self.response is not None:
-            self.response.feed(self._buffer[:nbytes].tobytes(), arrival_ns)
+            self.response.feed(self._buffer[:nbytes], arrival_ns)
         elif self.transport is not None:
             self.transport.close()  # bytes outside any response: nothing after them can be trusted
 

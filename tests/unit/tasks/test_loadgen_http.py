@@ -5,27 +5,51 @@ import asyncio
 
 import pytest
 
-from tasks.loadgen.http import ENOUGH, MORE, Origin, StreamClient, _Dechunker
+from tasks.loadgen.http import ENOUGH, MORE, Origin, Response, StreamClient
 
 BODY = b"data: one\n\ndata: two\n\n"
 CHUNKED = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in (b"data: one\n\n", b"data: two\n\n"))
 CHUNKED += b"0\r\n\r\n"
 
 
-@pytest.mark.parametrize("cut", range(1, len(CHUNKED)))
-def test_chunked_framing_split_at_any_byte_gives_the_body_and_its_end(cut: int) -> None:
-    dechunker = _Dechunker()
-    first, ended_early = dechunker.feed(CHUNKED[:cut])
-    rest, ended = dechunker.feed(CHUNKED[cut:])
-    assert (first + rest, ended_early, ended, dechunker.error) == (BODY, False, True, None)
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
-def test_chunk_extensions_and_trailers_are_skipped_and_bad_sizes_refused() -> None:
-    dechunker = _Dechunker()
-    assert dechunker.feed(b"4;name=x\r\nabcd\r\n0\r\nTrailer: 1\r\n\r\n") == (b"abcd", True)
-    bad = _Dechunker()
-    assert bad.feed(b"zz\r\nabcd\r\n")[1] is False
-    assert bad.error is not None and "chunk size" in bad.error
+def parse(*reads: bytes) -> tuple[Response, bytes, list[int]]:
+    """Feed ``reads`` to one response as separate reads stamped 1, 2, ...: (the response, the
+    body its sink got, the stamps the sink saw)."""
+    async def main() -> tuple[Response, bytes, list[int]]:
+        received: list[bytes] = []
+        stamps: list[int] = []
+
+        def sink(data: bytes, arrival_ns: int) -> int:
+            received.append(data)
+            stamps.append(arrival_ns)
+            return MORE
+
+        response = Response(lambda status: sink, asyncio.get_running_loop().create_future())
+        for stamp, data in enumerate(reads, start=1):
+            response.feed(memoryview(data), stamp)
+        return response, b"".join(received), stamps
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("cut", range(1, len(HEAD + CHUNKED)))
+def test_a_response_split_at_any_byte_gives_the_body_its_end_and_each_reads_stamp(cut: int) -> None:
+    data = HEAD + CHUNKED
+    response, body, stamps = parse(data[:cut], data[cut:])
+    assert (body, response.finished.done(), response.reusable, response.error) == (BODY, True, True, None)
+    body_start, body_end = len(HEAD) + len(b"b\r\n"), len(data) - len(b"\r\n0\r\n\r\n")
+    assert set(stamps) == ({1} if cut >= body_end else {2} if cut <= body_start else {1, 2})
+
+
+def test_chunk_extensions_trailers_and_interim_responses_are_skipped_and_bad_framing_fails() -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n"
+    response, body, _ = parse(interim + HEAD + b"4;name=x\r\nabcd\r\n0\r\nTrailer: 1\r\n\r\n")
+    assert (response.status, body, response.finished.done(), response.error) == (200, b"abcd", True, None)
+    bad, _, _ = parse(HEAD + b"zz\r\nabcd\r\n")
+    assert bad.finished.done() and not bad.reusable
+    assert bad.error is not None and bad.error.startswith("bad HTTP response")
 
 
 def test_origin_keeps_the_path_prefix_and_default_ports() -> None:
@@ -85,8 +109,7 @@ class Server:
 
 
 def test_chunked_responses_reuse_one_connection_whatever_the_reads() -> None:
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-    server = Server(head + CHUNKED, pieces=7)
+    server = Server(HEAD + CHUNKED, pieces=7)
     assert server.post(3) == [(200, BODY, None, True)] * 3
     assert server.connections == 1
 

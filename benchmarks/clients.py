@@ -12,7 +12,6 @@ Writes one JSON object to OUT_JSON: streamed ``tokens``, the client's measured
 specfleet, its event-loop lag p99.
 """
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 from specfleet.contract.workload import SamplingSpec
 from specfleet.metrics import NS_PER_MS, Chunks
 from specfleet.prompts import PromptItem
-from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
+from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_async, run_load
 
 REQUEST_TIMEOUT_S = 120.0
 
@@ -61,7 +60,7 @@ def vllm(base_url: str, streams: int, requests: int, tokens: int, tokenizer: str
 def run(argv: list[str]) -> None:
     client, base_url, streams, requests, tokens, out, *tokenizer = argv
     sizes = (int(streams), int(requests), int(tokens))
-    figures = (asyncio.run(specfleet(base_url, *sizes)) if client == "specfleet"
+    figures = (run_async(specfleet(base_url, *sizes)) if client == "specfleet"
                else vllm(base_url, *sizes, tokenizer[0]))
     Path(out).write_text(json.dumps(figures))
 

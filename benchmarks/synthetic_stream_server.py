@@ -9,12 +9,17 @@ timestamps trail the moment a chunk was written.
   tokens every ``ms-per-token * tokens-per-chunk`` ms, on an absolute schedule, and logs
   the CLOCK_MONOTONIC time of every write (``GET /send_log`` returns and clears it,
   keyed by prompt). On Linux the client's ``time.perf_counter_ns`` reads the same clock.
-- Unpaced (``--ms-per-token 0``): the whole response is pre-built and written
-  ``--chunks-per-write`` events at a time, to outrun any Python client.
+- Unpaced (``--ms-per-token 0``): the whole response is pre-built, and one stepping loop
+  writes ``--chunks-per-write`` events (one HTTP chunk) to every open stream per step, then
+  lets the event loop run; ``--step-ms`` spaces the steps like an engine's decode steps.
+  With ``--chunks-per-write 1`` that is how vLLM's API server streams (each engine step's
+  delta is one write on every stream); larger values write blocks of events. A stream whose
+  client has not read its last writes is skipped that step.
 
 Chunks follow vLLM's format with ``continuous_usage_stats``: cumulative usage in every
 chunk, a trailing usage-only chunk, then ``data: [DONE]``. Binds 127.0.0.1 only; prints
-``listening on 127.0.0.1:PORT`` once ready.
+``listening on 127.0.0.1:PORT`` once ready. ``GET /v1/models`` lists the one model,
+``synthetic``, so ``specfleet measure`` accepts the server.
 """
 
 import argparse
@@ -23,10 +28,24 @@ import contextlib
 import json
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 HOST = "127.0.0.1"
 TOKEN_TEXT = " tok"
+MODEL = "synthetic"
+WRITE_BUFFER_LIMIT = 64 * 1024
+"""A stream with more unsent bytes than this is skipped for a step (its client is behind)."""
+IDLE_STEP_S = 0.0005
+
+
+@dataclass
+class Stepping:
+    """One unpaced stream in the stepping loop: what is left to write, and its end."""
+
+    writer: asyncio.StreamWriter
+    frames: Iterator[bytes]
+    done: "asyncio.Future[None]"
 
 
 @dataclass
@@ -34,8 +53,11 @@ class ServerState:
     ms_per_token: float
     tokens_per_chunk: int
     chunks_per_write: int
+    step_ms: float = 0.0
     send_log_ns: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     prebuilt: dict[tuple[bool, int, int], list[bytes]] = field(default_factory=dict)
+    stepping: list[Stepping] = field(default_factory=list)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _event(payload: dict[str, object]) -> bytes:
@@ -45,7 +67,7 @@ def _event(payload: dict[str, object]) -> bytes:
 def _chunk_events(chat: bool, prompt_tokens: int, max_tokens: int, tokens_per_chunk: int) -> list[bytes]:
     """vLLM-shaped events for one response, in order, ending with ``[DONE]``."""
     kind = "chat.completion.chunk" if chat else "text_completion"
-    base: dict[str, object] = {"id": "synthetic", "object": kind, "created": 0, "model": "synthetic"}
+    base: dict[str, object] = {"id": "synthetic", "object": kind, "created": 0, "model": MODEL}
 
     def usage(done: int) -> dict[str, int]:
         return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + done,
@@ -97,9 +119,48 @@ async def _write_unpaced(writer: asyncio.StreamWriter, state: ServerState, chat:
         events = _chunk_events(chat, prompt_tokens, max_tokens, state.tokens_per_chunk)
         step = state.chunks_per_write
         state.prebuilt[key] = [_framed(b"".join(events[i:i + step])) for i in range(0, len(events), step)]
-    for frame in state.prebuilt[key]:
-        writer.write(frame)
-        await writer.drain()
+    done = asyncio.get_running_loop().create_future()
+    state.stepping.append(Stepping(writer, iter(state.prebuilt[key]), done))
+    state.wake.set()
+    await done
+
+
+async def _step(state: ServerState) -> None:
+    """The unpaced streams' one writer: per step, the next frame of every stream, then the
+    event loop runs (reads, new requests) before the next step, which starts ``step_ms`` after
+    the last one began (at once when it is late)."""
+    step_ns = int(state.step_ms * 1_000_000)
+    due_ns = time.monotonic_ns()
+    while True:
+        if not state.stepping:
+            state.wake.clear()
+            await state.wake.wait()
+            due_ns = time.monotonic_ns()
+        if step_ns:
+            wait_ns = due_ns - time.monotonic_ns()
+            if wait_ns > 0:
+                await asyncio.sleep(wait_ns / 1e9)
+            due_ns = max(due_ns + step_ns, time.monotonic_ns())
+        open_streams: list[Stepping] = []
+        wrote = False
+        for stream in state.stepping:
+            transport = stream.writer.transport
+            if transport.is_closing():
+                stream.done.set_result(None)
+                continue
+            open_streams.append(stream)
+            if transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+                continue
+            frame = next(stream.frames, None)
+            if frame is None:
+                stream.done.set_result(None)
+                open_streams.pop()
+                continue
+            stream.writer.write(frame)
+            wrote = True
+        state.stepping = open_streams
+        if not step_ns:
+            await asyncio.sleep(0 if wrote else IDLE_STEP_S)
 
 
 async def _write_paced(writer: asyncio.StreamWriter, state: ServerState, prompt: str,
@@ -145,6 +206,8 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, st
             raw = await reader.readexactly(int(headers.get("content-length", "0")))
             if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
                 await _stream(writer, state, json.loads(raw), chat=path.endswith("chat/completions"))
+            elif method == "GET" and path == "/v1/models":
+                _respond_json(writer, "200 OK", {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
             elif method == "GET" and path == "/send_log":
                 _respond_json(writer, "200 OK", dict(state.send_log_ns))
                 state.send_log_ns.clear()
@@ -158,11 +221,13 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, st
 
 
 async def serve(state: ServerState, port: int) -> None:
+    stepper = asyncio.create_task(_step(state))
     server = await asyncio.start_server(lambda r, w: _handle(r, w, state), HOST, port, backlog=4096)
     bound_port = server.sockets[0].getsockname()[1]
     print(f"listening on {HOST}:{bound_port}", flush=True)
     async with server:
         await server.serve_forever()
+    del stepper  # held until here so the task is not collected
 
 
 def main() -> None:
@@ -171,8 +236,10 @@ def main() -> None:
     parser.add_argument("--ms-per-token", type=float, default=10.0, help="0 = unpaced")
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--chunks-per-write", type=int, default=64, help="unpaced mode only")
+    parser.add_argument("--step-ms", type=float, default=0.0,
+                        help="unpaced mode only: a step (one write per stream) every STEP_MS; 0 = back to back")
     args = parser.parse_args()
-    state = ServerState(args.ms_per_token, args.tokens_per_chunk, args.chunks_per_write)
+    state = ServerState(args.ms_per_token, args.tokens_per_chunk, args.chunks_per_write, args.step_ms)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(state, args.port))
 

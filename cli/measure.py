@@ -1,6 +1,5 @@
 """``specfleet measure``: one cell against an already running OpenAI-compatible endpoint."""
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -80,7 +79,7 @@ def measure(
     from tasks.arm.cell import CellPlan, measure_cell
     from tasks.arm.energy import EnergyWindow, find_counter
     from tasks.engine.endpoint_check import check_openai_endpoint
-    from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for
+    from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for, run_async
     from tasks.plan.prompt_sets import resolve_prompts
     from tasks.store.results import ResultsStore
 
@@ -104,7 +103,7 @@ def measure(
                         load=load, requests=requests, warmup_requests=warmup, slo=slo, max_error_fraction=1.0)
         store = ResultsStore(out, "measure") if out else None
         counter, reason = find_counter()
-        cell = asyncio.run(measure_cell(server, plan, EnergyWindow(counter, reason), store))
+        cell = run_async(measure_cell(server, plan, EnergyWindow(counter, reason), store))
     result = measure_json(cell, slo_given)
     if as_json:
         print(json.dumps(result))

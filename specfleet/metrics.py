@@ -18,8 +18,11 @@ goodput and the error fraction.
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import binom
 
 from specfleet.acceptance import request_acceptance
@@ -82,9 +85,9 @@ def percentile_estimate(sorted_values: np.ndarray, percentile: float) -> Percent
                               ci_high=float(sorted_values[upper - 1]), enough_samples=True)
 
 
-def summarize(values_ms: Sequence[float]) -> DistributionSummary:
+def summarize(values_ms: Sequence[float] | npt.NDArray[np.float64]) -> DistributionSummary:
     """Count, mean and p50/p95/p99 with CIs; an empty series gives None figures, never 0."""
-    if not values_ms:
+    if len(values_ms) == 0:
         return DistributionSummary(count=0, mean=None, p50=None, p95=None, p99=None)
     ordered = np.sort(np.asarray(values_ms, dtype=np.float64))
     return DistributionSummary(
@@ -97,37 +100,130 @@ def summarize(values_ms: Sequence[float]) -> DistributionSummary:
 
 
 # --- series -----------------------------------------------------------------------
+#
+# Per-token work runs in numpy over one cell's chunks, concatenated once (``Chunks``); every
+# value is the one the per-record definitions in ``RequestRecord`` give (the same float
+# operations in the same order; tests/unit/specfleet/test_metrics.py checks it against them).
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunks:
+    """The successful records' chunk arrivals and token counts, concatenated, with each
+    record's span (``first``: index of its first chunk, ``count``: its chunks)."""
+
+    records: list[RequestRecord]
+    send_ns: IntArray
+    first: IntArray
+    count: IntArray
+    arrival_ns: IntArray
+    tokens: IntArray
+
+    @classmethod
+    def of(cls, records: Iterable[RequestRecord]) -> "Chunks":
+        ok = _successful(records)
+        count = np.fromiter((len(r.chunk_ns) for r in ok), dtype=np.int64, count=len(ok))
+        total = int(count.sum())
+        return cls(
+            records=ok,
+            send_ns=np.fromiter((r.send_ns for r in ok), dtype=np.int64, count=len(ok)),
+            first=np.cumsum(count) - count,
+            count=count,
+            arrival_ns=np.fromiter(chain.from_iterable(r.chunk_ns for r in ok), dtype=np.int64, count=total),
+            tokens=np.fromiter(chain.from_iterable(r.chunk_tokens for r in ok), dtype=np.int64, count=total),
+        )
+
+    @property
+    def streamed(self) -> IntArray:
+        """Tokens each record's chunks carried."""
+        running: IntArray = np.concatenate(([0], np.cumsum(self.tokens)))
+        streamed: IntArray = running[self.first + self.count] - running[self.first]
+        return streamed
+
+    def _gap_ends(self) -> IntArray:
+        """Index of the later chunk of every gap between consecutive chunks of one record."""
+        later = np.ones(self.arrival_ns.size, dtype=bool)
+        later[self.first[self.count > 0]] = False
+        return np.flatnonzero(later)
+
+    def gap_owner(self) -> IntArray:
+        """For each chunk gap, the index (into ``records``) of the record it belongs to."""
+        return np.repeat(np.arange(len(self.records)), np.maximum(self.count - 1, 0))
+
+    def ttft_ms(self) -> FloatArray:
+        has = self.count > 0
+        return _ms(self.arrival_ns[self.first[has]] - self.send_ns[has])
+
+    def e2e_ms(self) -> FloatArray:
+        has = self.count > 0
+        return _ms(self.arrival_ns[self.first[has] + self.count[has] - 1] - self.send_ns[has])
+
+    def tpot_ms(self) -> FloatArray:
+        streamed = self.streamed
+        has = (self.count > 0) & (streamed >= 2)
+        span_ns = self.arrival_ns[self.first[has] + self.count[has] - 1] - self.arrival_ns[self.first[has]]
+        return _ms(span_ns / (streamed[has] - 1))
+
+    def itl_per_chunk_ns(self) -> IntArray:
+        ends = self._gap_ends()
+        return self.arrival_ns[ends] - self.arrival_ns[ends - 1]
+
+    def itl_per_token_ns(self) -> tuple[FloatArray, IntArray]:
+        """Each chunk gap over the tokens of its later chunk, repeated that many times; with the
+        number of values each chunk gap gave (its tokens, or 0)."""
+        ends = self._gap_ends()
+        gaps = (self.arrival_ns[ends] - self.arrival_ns[ends - 1]).astype(np.float64)
+        tokens = self.tokens[ends]
+        repeats = np.maximum(tokens, 0)
+        per_token = np.divide(gaps, tokens, out=np.zeros_like(gaps), where=tokens > 0)
+        return np.repeat(per_token, repeats), repeats
+
+
+def _ms(values_ns: npt.NDArray[np.int64] | FloatArray) -> FloatArray:
+    """Nanoseconds to milliseconds, as ``ns / NS_PER_MS`` does for one value."""
+    return np.true_divide(values_ns, NS_PER_MS, dtype=np.float64)
+
+
+def _listed(values: FloatArray) -> list[float]:
+    out: list[float] = values.tolist()
+    return out
+
 
 def _successful(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if r.ok]
 
 
 def ttft_series_ms(records: Iterable[RequestRecord]) -> list[float]:
-    return [r.ttft_ns / NS_PER_MS for r in _successful(records) if r.ttft_ns is not None]
+    return _listed(Chunks.of(records).ttft_ms())
 
 
 def e2e_series_ms(records: Iterable[RequestRecord]) -> list[float]:
-    return [r.e2e_ns / NS_PER_MS for r in _successful(records) if r.e2e_ns is not None]
+    return _listed(Chunks.of(records).e2e_ms())
 
 
 def tpot_series_ms(records: Iterable[RequestRecord]) -> list[float]:
-    return [r.tpot_ns / NS_PER_MS for r in _successful(records) if r.tpot_ns is not None]
+    return _listed(Chunks.of(records).tpot_ms())
 
 
 def itl_per_chunk_series_ms(records: Iterable[RequestRecord]) -> list[float]:
-    return [gap / NS_PER_MS for r in _successful(records) for gap in r.itl_per_chunk_ns]
+    return _listed(_ms(Chunks.of(records).itl_per_chunk_ns()))
 
 
 def itl_per_token_series_ms(records: Iterable[RequestRecord]) -> list[float]:
-    return [gap / NS_PER_MS for r in _successful(records) for gap in r.itl_per_token_ns]
+    return _listed(_ms(Chunks.of(records).itl_per_token_ns()[0]))
+
+
+def _read_together_fraction(gaps_ns: IntArray) -> float | None:
+    return float(np.count_nonzero(gaps_ns == 0) / gaps_ns.size) if gaps_ns.size else None
 
 
 def chunks_read_together_fraction(records: Iterable[RequestRecord]) -> float | None:
     """Share of chunk gaps that are 0 ns: chunks the client got in one network read. A high
     share means the reader (or the host it shares with the server) fell behind, and ITL per
     chunk reads low; None without gaps."""
-    gaps = [gap for r in _successful(records) for gap in r.itl_per_chunk_ns]
-    return sum(1 for gap in gaps if gap == 0) / len(gaps) if gaps else None
+    return _read_together_fraction(Chunks.of(records).itl_per_chunk_ns())
 
 
 # --- SLO and throughput -----------------------------------------------------------
@@ -151,6 +247,35 @@ def meets_slo(record: RequestRecord, slo: SLOSpec) -> bool:
     return itl_ms is None or itl_ms <= slo.itl_ms
 
 
+def _segment_percentiles(values: FloatArray, lengths: IntArray, percentile: float) -> FloatArray:
+    """``np.percentile`` of each segment of ``values`` (consecutive, ``lengths`` long), NaN for an
+    empty one. Segments of one length go through one call along axis 1: the same arithmetic as
+    one call per segment, without a Python call per request."""
+    out = np.full(lengths.size, np.nan)
+    starts = np.cumsum(lengths) - lengths
+    for length in np.unique(lengths[lengths > 0]):
+        rows = np.flatnonzero(lengths == length)
+        block = values[starts[rows][:, None] + np.arange(length)]
+        out[rows] = np.percentile(block, percentile, axis=1)
+    return out
+
+
+def slo_met_mask(chunks: Chunks, slo: SLOSpec) -> npt.NDArray[np.bool_]:
+    """``meets_slo`` for each of ``chunks.records``, for all of them at once."""
+    has = chunks.count > 0
+    ttft_ms = np.full(len(chunks.records), np.inf)
+    ttft_ms[has] = chunks.ttft_ms()
+    if slo.itl_statistic == "per_chunk":
+        gaps = chunks.itl_per_chunk_ns().astype(np.float64)
+        lengths = np.maximum(chunks.count - 1, 0)
+    else:
+        gaps, repeats = chunks.itl_per_token_ns()
+        lengths = np.bincount(chunks.gap_owner(), weights=repeats, minlength=len(chunks.records)).astype(np.int64)
+    itl_ms = _ms(_segment_percentiles(gaps, lengths, slo.percentile))
+    met: npt.NDArray[np.bool_] = has & (ttft_ms <= slo.ttft_ms) & ((lengths == 0) | (itl_ms <= slo.itl_ms))
+    return met
+
+
 def output_tokens(record: RequestRecord) -> int:
     """The server's final usage count, else what the stream carried."""
     if record.usage_completion_tokens is not None:
@@ -172,20 +297,22 @@ def _per_s(count: int, duration_s: float) -> float | None:
     return count / duration_s if duration_s > 0 else None
 
 
-def throughput(records: Sequence[RequestRecord], slo: SLOSpec, duration_s: float) -> Throughput:
-    """Rates over the measured window; only successful requests' tokens are output tokens."""
-    ok = _successful(records)
-    met = [r for r in ok if meets_slo(r, slo)]
-    tokens = sum(output_tokens(r) for r in ok)
-    qualified = sum(output_tokens(r) for r in met)
+def throughput(records: Sequence[RequestRecord], slo: SLOSpec, duration_s: float,
+               chunks: Chunks | None = None) -> Throughput:
+    """Rates over the measured window; only successful requests' tokens are output tokens.
+    ``chunks``: the records' ``Chunks``, when the caller has them already."""
+    chunks = Chunks.of(records) if chunks is None else chunks
+    met = slo_met_mask(chunks, slo)
+    produced = np.fromiter((output_tokens(r) for r in chunks.records), dtype=np.int64, count=len(chunks.records))
+    tokens, qualified = int(produced.sum()), int(produced[met].sum())
     return Throughput(
         duration_s=duration_s,
         output_tokens=tokens,
         qualified_output_tokens=qualified,
         output_tokens_per_s=_per_s(tokens, duration_s),
         qualified_tokens_per_s=_per_s(qualified, duration_s),
-        request_goodput_per_s=_per_s(len(met), duration_s),
-        requests_per_s=_per_s(len(ok), duration_s),
+        request_goodput_per_s=_per_s(int(met.sum()), duration_s),
+        requests_per_s=_per_s(len(chunks.records), duration_s),
     )
 
 
@@ -283,7 +410,9 @@ def assemble_cell(
         problems.append(f"{failed} of {planned} requests failed ({failed / planned:.1%}), over "
                         f"max_error_fraction {max_error_fraction:g}" + _error_summary(records))
     status, reasons = judge_cell([*runner_reasons, *problems], server_failed=server_failed)
-    rates = throughput(records, slo, duration_s)
+    chunks = Chunks.of(records)
+    rates = throughput(records, slo, duration_s, chunks)
+    gaps_ns = chunks.itl_per_chunk_ns()
     return CellResult(
         identity=identity,
         key=key,
@@ -292,13 +421,13 @@ def assemble_cell(
         requests_planned=planned,
         completed=completed,
         failed=failed,
-        slo_met=sum(1 for r in records if meets_slo(r, slo)),
-        ttft_ms=summarize(ttft_series_ms(records)),
-        itl_per_chunk_ms=summarize(itl_per_chunk_series_ms(records)),
-        itl_per_token_ms=summarize(itl_per_token_series_ms(records)),
-        chunks_read_together_fraction=chunks_read_together_fraction(records),
-        tpot_ms=summarize(tpot_series_ms(records)),
-        e2e_ms=summarize(e2e_series_ms(records)),
+        slo_met=int(slo_met_mask(chunks, slo).sum()),
+        ttft_ms=summarize(chunks.ttft_ms()),
+        itl_per_chunk_ms=summarize(_ms(gaps_ns)),
+        itl_per_token_ms=summarize(_ms(chunks.itl_per_token_ns()[0])),
+        chunks_read_together_fraction=_read_together_fraction(gaps_ns),
+        tpot_ms=summarize(chunks.tpot_ms()),
+        e2e_ms=summarize(chunks.e2e_ms()),
         throughput=rates,
         spec_decode=spec_decode,
         spec_decode_unavailable=spec_decode_unavailable,

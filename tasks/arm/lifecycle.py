@@ -6,7 +6,6 @@ and writes each cell to the results store as soon as it is measured. Under a bud
 not started, and a server is not started when none of its cells fits.
 """
 
-import asyncio
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
 from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
-from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for
+from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for, run_async
 from tasks.plan.versions import engine_distribution
 from tasks.store.results import ResultsStore, probe_file
 
@@ -251,9 +250,9 @@ class _ArmRun:
             if probe or scored_sets is not None:
                 t0 = time.monotonic()
                 if probe:
-                    asyncio.run(_probe(config, arm, endpoint, probe_prompts(config, self.prompts_by_class), store))
+                    run_async(_probe(config, arm, endpoint, probe_prompts(config, self.prompts_by_class), store))
                 if scored_sets is not None:
-                    asyncio.run(_answer_scored_sets(config, arm, endpoint, scored_sets, store))
+                    run_async(_answer_scored_sets(config, arm, endpoint, scored_sets, store))
                 phases["probe_s"] += time.monotonic() - t0
             for index, (identity, key) in enumerate(cells):
                 if not self.gate.allows(key, time.time()):
@@ -261,7 +260,7 @@ class _ArmRun:
                     continue
                 t0 = time.monotonic()
                 plan = cell_plan(config, identity, key, self.prompts_by_class[identity.prompt_class])
-                cell = asyncio.run(measure_cell(endpoint, plan, energy, store, server.survived, engine_version))
+                cell = run_async(measure_cell(endpoint, plan, energy, store, server.survived, engine_version))
                 phases["measured_s"] += cell.throughput.duration_s
                 phases["warmup_s"] += max(0.0, time.monotonic() - t0 - cell.throughput.duration_s)
                 if not server.alive():  # failed (re-measured on resume), whenever in the cell it died

@@ -35,7 +35,7 @@ from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow
 from tasks.arm.probes import answer_probe
 from tasks.canary.context import CanaryLoad, SweepContext
-from tasks.loadgen import RequestSettings, ServerEndpoint, route_for
+from tasks.loadgen import RequestSettings, ServerEndpoint, route_for, run_async
 from tasks.plan.prompt_sets import bundled_dir, resolve_prompts
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ResultsStore
@@ -92,7 +92,7 @@ def _quality(replicas: Sequence[ServerEndpoint], class_name: str, load: CanaryLo
     scored = _scored_set(class_name)
     if scored is None:
         return None
-    base_scores, cand_scores = asyncio.run(_answers(replicas, scored, load.max_tokens))
+    base_scores, cand_scores = run_async(_answers(replicas, scored, load.max_tokens))
     return quality_gate(base_scores, cand_scores, prompt_class=class_name, sampling="greedy",
                         tolerance=context.quality_tolerance, confidence=context.analysis.confidence,
                         resamples=context.analysis.bootstrap_resamples, rng=rng)
@@ -141,7 +141,7 @@ def run_canary(replicas: Sequence[ServerEndpoint], prompt_sets: Sequence[str], l
     for name, prompts in classes.items():
         class_name = Path(name).stem
         plans = [_plan(class_name, prompts, load, context, replica, canary_id) for replica in REPLICAS]
-        cells = asyncio.run(_side_by_side(replicas, plans, store))
+        cells = run_async(_side_by_side(replicas, plans, store))
         records = [read_records_parquet(store.records_path(plan.key)) for plan in plans]
         compared.append(_compare(class_name, Path(name).suffix == "", replicas, cells, records, load, context, rng))
     verdict, reason = canary_verdict(compared)

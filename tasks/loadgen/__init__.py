@@ -11,9 +11,10 @@ from tasks.loadgen.drivers import (
     run_load,
 )
 from tasks.loadgen.endpoint import ServerEndpoint
+from tasks.loadgen.loop import run_async
 
 __all__ = [
     "REQUEST_FUNCS", "ApiRoute", "ClosedLoop", "Load", "LoadResult", "LoopLag",
     "PoissonArrivals", "RequestSettings", "ServerEndpoint", "poisson_offsets_ns",
-    "request_chat", "request_completion", "route_for", "run_load",
+    "request_chat", "request_completion", "route_for", "run_async", "run_load",
 ]

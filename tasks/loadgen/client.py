@@ -5,19 +5,18 @@ records with ``error`` set, keeping the chunks received before the failure.
 """
 
 import asyncio
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-import aiohttp
 import orjson
 
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
 from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
+from tasks.loadgen.http import ABORT, ENOUGH, MORE, HttpError, StreamClient
 from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
 
 ApiRoute = Literal["completions", "chat"]
@@ -41,7 +40,7 @@ class RequestSettings:
 
 
 class RequestFunc(Protocol):
-    async def __call__(self, client: aiohttp.ClientSession, model: str, item: PromptItem,
+    async def __call__(self, client: StreamClient, model: str, item: PromptItem,
                        settings: RequestSettings, index: int) -> RequestRecord: ...
 
 
@@ -63,13 +62,13 @@ def request_body(model: str, settings: RequestSettings, item: PromptItem, index:
     return body
 
 
-async def request_completion(client: aiohttp.ClientSession, model: str, item: PromptItem,
+async def request_completion(client: StreamClient, model: str, item: PromptItem,
                              settings: RequestSettings, index: int) -> RequestRecord:
     body = request_body(model, settings, item, index) | {"prompt": item.prompt}
     return await stream_request(client, "v1/completions", body, completion_text, item, settings, index)
 
 
-async def request_chat(client: aiohttp.ClientSession, model: str, item: PromptItem,
+async def request_chat(client: StreamClient, model: str, item: PromptItem,
                        settings: RequestSettings, index: int) -> RequestRecord:
     body = request_body(model, settings, item, index) | {"messages": item.messages}
     return await stream_request(client, "v1/chat/completions", body, chat_text, item, settings, index)
@@ -93,42 +92,72 @@ def check_prompts(prompts: list[PromptItem], route: ApiRoute) -> None:
             raise InputError(f"prompt {item.id!r} has no {needed!r}, which the {route} endpoint needs")
 
 
-async def stream_request(client: aiohttp.ClientSession, path: str, body: dict[str, object], text_of: TextOf,
+async def stream_request(client: StreamClient, path: str, body: dict[str, object], text_of: TextOf,
                          item: PromptItem, settings: RequestSettings, index: int) -> RequestRecord:
-    """POST ``body`` to ``path`` under the session's base URL and fold the event stream into a
-    record (the one SSE loop)."""
+    """POST ``body`` to ``path`` under the client's base URL and fold the event stream into a
+    record (the one SSE loop, run read by read inside the connection's ``data_received``)."""
     accumulator = StreamAccumulator(text_of)
+    events = EventSink(accumulator)
+    detail = ErrorBody()
     error: str | None = None
     send_ns = time.perf_counter_ns()
     try:
         async with asyncio.timeout(settings.timeout_s):
-            async with client.post(path, json=body) as response:
-                if response.status != HTTP_OK:
-                    detail = (await response.read()).decode(errors="replace")[:ERROR_DETAIL_CHARS]
-                    error = f"HTTP {response.status}: {detail}"
-                elif not await _consume(response.content, accumulator):
-                    error = "stream ended without [DONE]"
+            response = await client.post(path, orjson.dumps(body), lambda status: events if status == HTTP_OK
+                                         else detail)
+        if response.status != HTTP_OK and response.status:
+            error = f"HTTP {response.status}: {detail.text()}"
+        else:
+            error = events.error or response.error or (None if events.done else "stream ended without [DONE]")
     except TimeoutError:
         error = f"timed out after {settings.timeout_s:g} s"
-    except aiohttp.ClientError as err:
-        error = f"{type(err).__name__}: {err}"[:ERROR_DETAIL_CHARS]
-    except json.JSONDecodeError as err:  # orjson's decode error subclasses it (bad UTF-8 included)
-        error = f"malformed stream event: {err}"[:ERROR_DETAIL_CHARS]
+    except HttpError as err:
+        error = str(err)[:ERROR_DETAIL_CHARS]
     return accumulator.record(index=index, prompt_id=item.id, send_ns=send_ns, end_ns=time.perf_counter_ns(),
                               max_tokens=settings.max_tokens_for(item), error=error)
 
 
-async def _consume(content: aiohttp.StreamReader, accumulator: StreamAccumulator) -> bool:
-    """Feed events until ``[DONE]``; one arrival stamp per network read (all the bytes buffered
-    when the loop resumes this request). True if done was seen."""
-    decoder = SSEDecoder()
-    feed = accumulator.feed
-    while raw := await content.readany():
-        arrival_ns = time.perf_counter_ns()
-        for payload in decoder.feed(raw):
+class EventSink:
+    """A 200 stream's body, read by read: SSE framing, JSON per event, the accumulator. Every
+    event of one read gets that read's arrival stamp."""
+
+    __slots__ = ("decoder", "feed", "done", "error")
+
+    def __init__(self, accumulator: StreamAccumulator) -> None:
+        self.decoder = SSEDecoder()
+        self.feed = accumulator.feed
+        self.done = False
+        self.error: str | None = None
+
+    def __call__(self, data: bytes, arrival_ns: int) -> int:
+        feed = self.feed
+        for payload in self.decoder.feed(data):
             if payload == DONE:
-                return True
-            event = orjson.loads(payload)
+                self.done = True
+                return ENOUGH
+            try:
+                event = orjson.loads(payload)
+            except orjson.JSONDecodeError as err:  # bad UTF-8 included
+                self.error = f"malformed stream event: {err}"[:ERROR_DETAIL_CHARS]
+                return ABORT
             if isinstance(event, dict):
                 feed(event, arrival_ns)
-    return False
+        return MORE
+
+
+class ErrorBody:
+    """The start of an error response's body, for the record's error."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def __call__(self, data: bytes, arrival_ns: int) -> int:
+        self.parts.append(data)
+        self.size += len(data)
+        return ABORT if self.size >= 4 * ERROR_DETAIL_CHARS else MORE
+
+    def text(self) -> str:
+        return b"".join(self.parts).decode(errors="replace")[:ERROR_DETAIL_CHARS]

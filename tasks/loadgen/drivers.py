@@ -14,7 +14,6 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 
-import aiohttp
 import numpy as np
 
 from specfleet.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
@@ -22,6 +21,7 @@ from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
 from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, check_prompts
 from tasks.loadgen.endpoint import ServerEndpoint
+from tasks.loadgen.http import StreamClient
 
 LAG_TICK_MS = 5.0
 
@@ -101,10 +101,8 @@ async def run_load(
     check_prompts(list(prompts), settings.route)
     request = REQUEST_FUNCS[settings.route]
     pool = load.concurrency if isinstance(load, ClosedLoop) else None
-    connector = aiohttp.TCPConnector(limit=pool or 0)  # 0: no limit (open loop)
-    async with aiohttp.ClientSession(base_url=endpoint.base_url.rstrip("/") + "/", connector=connector,
-                                     headers=endpoint.headers(), timeout=aiohttp.ClientTimeout(),
-                                     trust_env=False) as client:
+    client = StreamClient(endpoint.base_url, endpoint.headers())
+    try:
 
         def sender(first_index: int) -> Send:
             """Request i takes prompt i (cycling) and record/seed index first_index + i."""
@@ -129,6 +127,8 @@ async def run_load(
         finally:
             stop.set()
             await ticker
+    finally:
+        await client.aclose()
     return LoadResult(records=records, window_ns=measured_window_ns(records), loop_lag=_lag(lags_ns))
 
 

@@ -24,6 +24,8 @@ class SSEDecoder:
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if not self._buffer and chunk.startswith(b"data: ") and chunk.endswith(b"\n\n") and chunk.count(b"\n") == 2:
+            return [chunk[6:-2]]  # one whole single-line event: a read of a server that writes one per chunk
         buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")

@@ -11,7 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-import aiohttp
 import httpx
 import pytest
 from typer.testing import CliRunner
@@ -27,6 +26,7 @@ from tasks.engine.features import engine_accepts_per_request_spec_metrics
 from tasks.engine.server import ArmServer
 from tasks.loadgen import RequestSettings
 from tasks.loadgen.client import request_body, stream_request
+from tasks.loadgen.http import StreamClient
 from tasks.loadgen.sse import completion_text
 from tasks.plan.prompt_sets import resolve_prompts
 from tasks.report.fmt import num
@@ -118,11 +118,14 @@ async def _send(server: ArmServer, body_extra: dict[str, object]) -> list[Reques
     prompts = resolve_prompts("code")[:REQUESTS // 2]
     settings = RequestSettings(route="completions", max_tokens=MAX_TOKENS, ignore_eos=True,
                                sampling=SamplingSpec(name="greedy", temperature=0.0), timeout_s=120.0)
-    async with aiohttp.ClientSession(base_url=server.base_url) as session:
-        out = []
+    client = StreamClient(server.base_url, {})
+    out = []
+    try:
         for index, item in enumerate(prompts):
             body = request_body(SERVED_MODEL_NAME, settings, item, index) | {"prompt": item.prompt} | body_extra
-            out.append(await stream_request(session, "v1/completions", body, completion_text, item, settings, index))
+            out.append(await stream_request(client, "v1/completions", body, completion_text, item, settings, index))
+    finally:
+        await client.aclose()
     return out
 
 

@@ -314,3 +314,72 @@ def test_percentiles_are_ordered_and_inside_their_intervals(values: list[float])
         assert (estimate.ci_low is None) == (estimate.ci_high is None) == (not estimate.enough_samples)
         if estimate.ci_low is not None and estimate.ci_high is not None:
             assert estimate.ci_low <= estimate.value <= estimate.ci_high
+
+
+# --- the vectorised path against a straightforward per-record reference --------------
+
+def _reference_cell(records: list[RequestRecord], slo: SLOSpec) -> dict[str, object]:
+    """Every per-token figure the plain way: Python loops over each record's own properties."""
+    ok = [r for r in records if r.ok]
+    chunk_gaps = [gap for r in ok for gap in r.itl_per_chunk_ns]
+    met = [r for r in ok if meets_slo(r, slo)]
+    produced = [r.usage_completion_tokens if r.usage_completion_tokens is not None else r.streamed_tokens
+                for r in ok]
+    return {
+        "ttft": [r.ttft_ns / MS for r in ok if r.ttft_ns is not None],
+        "e2e": [r.e2e_ns / MS for r in ok if r.e2e_ns is not None],
+        "tpot": [r.tpot_ns / MS for r in ok if r.tpot_ns is not None],
+        "itl_chunk": [gap / MS for gap in chunk_gaps],
+        "itl_token": [gap / MS for r in ok for gap in r.itl_per_token_ns],
+        "together": sum(1 for gap in chunk_gaps if gap == 0) / len(chunk_gaps) if chunk_gaps else None,
+        "met": len(met),
+        "tokens": sum(produced),
+        "qualified": sum(p for r, p in zip(ok, produced, strict=True) if meets_slo(r, slo)),
+    }
+
+
+def _random_records(rng: np.random.Generator, count: int) -> list[RequestRecord]:
+    """Records of every shape the client can produce: no chunks, one chunk, chunks read together
+    (0 ms gaps), chunks of 0 or several tokens, a negative count from a bad server, failures."""
+    records = []
+    for index in range(count):
+        send_ns = int(rng.integers(0, 10**12))
+        chunks = int(rng.choice([0, 1, 2, 3, int(rng.integers(4, 40))]))
+        gaps = rng.choice([0, int(rng.integers(1, 5 * MS)), int(rng.integers(1, 200 * MS))], size=chunks)
+        arrivals = send_ns + int(rng.integers(0, 500 * MS)) + np.cumsum(gaps) - (gaps[0] if chunks else 0)
+        tokens = rng.choice([0, 1, 1, 1, 2, 5, -1], size=chunks) if rng.random() < 0.3 else np.ones(chunks, int)
+        records.append(RequestRecord(
+            index=index, prompt_id=f"p{index}", send_ns=send_ns,
+            chunk_ns=tuple(int(a) for a in arrivals), chunk_tokens=tuple(int(t) for t in tokens),
+            end_ns=int(arrivals[-1]) + 1 if chunks else send_ns + 1,
+            usage_completion_tokens=None if rng.random() < 0.2 else int(max(0, tokens.sum())),
+            error="HTTP 500" if rng.random() < 0.1 else None,
+        ))
+    return records
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("statistic", ["per_chunk", "per_token"])
+def test_vectorised_metrics_equal_the_per_record_reference(seed: int, statistic: str) -> None:
+    rng = np.random.default_rng(seed)
+    records = _random_records(rng, int(rng.integers(1, 300)))
+    slo = SLOSpec(ttft_ms=float(rng.choice([5.0, 250.0, 1e9])), itl_ms=float(rng.choice([0.0, 3.0, 60.0])),
+                  percentile=float(rng.choice([50.0, 90.0, 95.0, 99.0])), itl_statistic=statistic)
+    want = _reference_cell(records, slo)
+    assert ttft_series_ms(records) == want["ttft"]
+    assert e2e_series_ms(records) == want["e2e"]
+    assert tpot_series_ms(records) == want["tpot"]
+    assert itl_per_chunk_series_ms(records) == want["itl_chunk"]
+    assert itl_per_token_series_ms(records) == want["itl_token"]
+    assert chunks_read_together_fraction(records) == want["together"]
+    rates = throughput(records, slo, duration_s=2.0)
+    assert (rates.output_tokens, rates.qualified_output_tokens) == (want["tokens"], want["qualified"])
+    cell = assemble_cell(IDENTITY, "k", records, slo=slo, duration_s=2.0, requests_planned=len(records),
+                         ignore_eos=False, max_error_fraction=1.0, energy=NO_ENERGY)
+    assert cell.slo_met == want["met"]
+    assert cell.ttft_ms == summarize(want["ttft"])  # type: ignore[arg-type]
+    assert cell.e2e_ms == summarize(want["e2e"])  # type: ignore[arg-type]
+    assert cell.tpot_ms == summarize(want["tpot"])  # type: ignore[arg-type]
+    assert cell.itl_per_chunk_ms == summarize(want["itl_chunk"])  # type: ignore[arg-type]
+    assert cell.itl_per_token_ms == summarize(want["itl_token"])  # type: ignore[arg-type]
+    assert cell.chunks_read_together_fraction == want["together"]

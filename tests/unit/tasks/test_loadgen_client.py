@@ -242,5 +242,5 @@ def test_connection_refused_becomes_a_record() -> None:
                               requests=1, warmup_requests=0)
 
     record = asyncio.run(main()).records[0]
-    assert record.error is not None and record.error.startswith("ClientConnectorError")
+    assert record.error is not None and record.error.startswith("cannot connect to 127.0.0.1")
     assert (record.chunk_ns, record.end_ns is not None) == ((), True)

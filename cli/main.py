@@ -134,13 +134,24 @@ def _usage_errors() -> tuple[type[Exception], ...]:
     return tuple(found)
 
 
+EMBEDDED_PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+}
+"""Where the user has not configured them: the embedded Prefect server sends no usage telemetry
+(nothing here phones home), and gets two minutes to answer instead of Prefect's 20 s, which a
+2-core machine migrating a fresh ``PREFECT_HOME`` database can miss ("Timed out while attempting
+to connect to ephemeral Prefect API server", seen twice in one fresh-clone CI run here)."""
+
+
 def entry() -> None:
-    """Console entry point: usage errors become one ``error:`` line and exit 2. The embedded
-    Prefect server sends no usage telemetry (nothing here phones home) unless configured."""
+    """Console entry point: usage errors become one ``error:`` line and exit 2; the embedded
+    Prefect server's defaults set (``EMBEDDED_PREFECT_DEFAULTS``)."""
     import os
     import sys
 
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    for name, value in EMBEDDED_PREFECT_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     usage_errors = _usage_errors()
     command = typer.main.get_command(app)
     try:

@@ -82,3 +82,23 @@ def test_console_entry_turns_usage_errors_into_one_line(argv: list[str]) -> None
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("configured", [None, "7"])
+def test_the_embedded_prefect_server_gets_two_minutes_to_start_unless_configured(
+        configured: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sys
+
+    from cli.main import entry
+
+    name = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+    if configured is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, configured)
+    monkeypatch.setattr(sys, "argv", ["specfleet", "calc", "speedup", "--alpha", "0.7", "-k", "4", "-c", "0.05"])
+    with pytest.raises(SystemExit) as done:
+        entry()
+    assert done.value.code == 0
+    assert os.environ[name] == (configured or "120")

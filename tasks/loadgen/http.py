@@ -98,11 +98,17 @@ class Response:
                        else "the server closed the connection before responding")
 
     # llhttp's callbacks
+    def on_message_begin(self) -> None:
+        if self.finished.done():  # bytes after the response, asked for by no request: the connection is spent
+            self.reusable = False
+
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() in (b"content-length", b"transfer-encoding"):
             self._framed = True
 
     def on_headers_complete(self) -> None:
+        if self.finished.done():
+            return
         self.status = self._parser.get_status_code()
         if self.status >= 200:  # an interim (1xx) response has no body: the real one follows
             self.sink = self.sink_for(self.status)

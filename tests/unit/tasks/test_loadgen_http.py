@@ -128,6 +128,12 @@ def test_loads_run_on_uvloop() -> None:
     assert run_async(loop_type()) is uvloop.Loop
 
 
+def test_a_response_followed_by_bytes_no_request_asked_for_keeps_its_status_and_spends_the_connection() -> None:
+    sized = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY
+    server = Server(sized + b"HTTP/1.1 500 Error\r\nContent-Length: 0\r\n\r\n")
+    assert server.post(2) == [(200, BODY, None, False)] * 2 and server.connections == 2
+
+
 def test_content_length_and_close_delimited_bodies() -> None:
     sized = Server(b"HTTP/1.1 500 Error\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
     assert sized.post(2) == [(500, BODY, None, True)] * 2 and sized.connections == 1

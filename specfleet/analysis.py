@@ -1,21 +1,24 @@
 """A sweep's analysis from its stored measurements: the equivalence and quality gates, every
 cell's decision, the k policies and the verdicts at the traffic mix. The sweep's aggregate step
 and a report of a sweep that stopped before aggregating both call ``analyse_sweep``, so a verdict
-has one way to be made."""
+has one way to be made: every claim (cells, classes, arms at the mix, every k assignment a policy
+could choose) goes into one family, decided at once by ``specfleet.decision_rule``."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specfleet.contract import SweepConfig, arm_plans
-from specfleet.decisions import Decision, decide_all
+from specfleet.decisions import Decision, cell_cases, decide_cases
 from specfleet.errors import InputError
+from specfleet.evidence import Evidence
 from specfleet.gates import ArmEquivalence, EquivalenceProbe, arm_equivalence
 from specfleet.kpolicy import KPolicyReport, k_policy_reports
-from specfleet.mix_verdict import MixVerdict, mix_verdicts
-from specfleet.quality_gates import QualityCheck, QualityProbe, quality_checks, quality_samplings
+from specfleet.mix_verdict import MixClaims, MixVerdict
+from specfleet.quality_gates import QualityCheck, QualityProbe, SliceKey, quality_checks, quality_samplings
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.quality import GateResult
 from specfleet.stats.samples import CellSample
+from specfleet.stats.variance import RunNoise
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class SweepAnalysis:
     mix: list[MixVerdict]
     mix_note: str | None
     """Why there is no verdict at the traffic mix; None when ``mix`` was formed."""
+    noise: list[RunNoise]
+    """The sweep's run-to-run noise per figure (SLO-qualified tokens/s, ITL): the noise floor."""
 
     @property
     def gates(self) -> dict[str, list[GateResult]]:
@@ -38,6 +43,17 @@ class SweepAnalysis:
     def notes(self) -> list[str]:
         mix = [self.mix_note] if self.mix_note else []
         return [*mix, *(f"{e.arm}: {reason}" for e in self.equivalence for reason in e.unavailable)]
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What the one family decides: every cell's decision, the k policies, the verdicts at the mix."""
+
+    decisions: list[Decision]
+    policies: list[KPolicyReport]
+    mix: list[MixVerdict]
+    mix_note: str | None
+    noise: list[RunNoise]
 
 
 def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
@@ -52,21 +68,30 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
     samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
                for c in cells if c.usable and c.key in records}
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
-    decisions = [_with_findings(d, config, engine_findings)
-                 for d in decide_all(cells, samples, config, gates, {q.key: q.gate() for q in quality})]
-    policies = k_policy_reports(decisions, cells, config)
-    return SweepAnalysis(equivalence, quality, decisions, policies, *sweep_mix(config, decisions, policies, cells,
-                                                                              records))
+    verdicts = decide_sweep(config, cells, samples, gates, {q.key: q.gate() for q in quality},
+                            baseline_output_tokens(cells, records))
+    decisions = [_with_findings(d, config, engine_findings) for d in verdicts.decisions]
+    return SweepAnalysis(equivalence, quality, decisions, verdicts.policies, verdicts.mix, verdicts.mix_note,
+                         verdicts.noise)
 
 
-def sweep_mix(config: SweepConfig, decisions: Sequence[Decision], policies: Sequence[KPolicyReport],
-              cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
-              ) -> tuple[list[MixVerdict], str | None]:
-    """The verdicts at the traffic mix, or none and why (request shares of a class the baseline never served)."""
+def decide_sweep(config: SweepConfig, cells: Sequence[CellResult], samples: Mapping[str, CellSample],
+                 gates: Mapping[str, Sequence[GateResult]], quality: Mapping[SliceKey, GateResult],
+                 output_tokens_per_request: Mapping[str, float]) -> Verdicts:
+    """Every claim of the sweep in one family, decided at once: cells, classes, arms at the mix and
+    every k assignment a policy could choose; then the decisions, the policies and the verdicts."""
+    evidence = Evidence.of(cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm)
+    cases = cell_cases(cells, samples, config, evidence, gates, quality)
     try:
-        return mix_verdicts(decisions, policies, config, baseline_output_tokens(cells, records)), None
-    except InputError as error:
-        return [], f"no verdict at the traffic mix: {error}"
+        mix_claims: MixClaims | None = MixClaims.add_to(evidence, cases, config, output_tokens_per_request)
+        mix_note = None
+    except InputError as error:  # request shares of a class the baseline never served
+        mix_claims, mix_note = None, f"no verdict at the traffic mix: {error}"
+    results = evidence.decide()
+    decisions = decide_cases(cases, results, config, evidence)
+    policies = k_policy_reports(decisions, cells, config)
+    mix = mix_claims.verdicts(results, decisions, policies) if mix_claims is not None else []
+    return Verdicts(decisions, policies, mix, mix_note, list(evidence.noise.values()))
 
 
 def baseline_output_tokens(cells: Sequence[CellResult],

@@ -3,34 +3,55 @@ share of traffic to a speculative replica and compare acceptance, ITL percentile
 quality-gate scores with a matched baseline replica"). Pure: the figures come in measured.
 
 Per prompt class the candidate is compared with the baseline replica that served the same prompts
-in the same order at the same load, side by side (``specfleet.decisions.compare_cells``: SLO-qualified
-tokens/s and SLO-percentile ITL as candidate-over-baseline speedups with bootstrap intervals over
-requests). "Beyond the noise" means beyond the interval and, with a sweep (``--from``), beyond its
-noise floor too: the spread of its repeated and bracketing baseline cells, which is what two
-identical replicas differ by.
+in the same order at the same load, at the same time: paired, prompt by prompt. Each class makes
+three claims in one family (``specfleet.decision_rule``): more SLO-qualified tokens/s, fewer, and
+a slower SLO-percentile ITL. Their intervals include the paired request-level spread and the
+replica-to-replica noise of the sweep given with ``--from`` (its repeated and bracketing baseline
+cells: what two identical servers differ by), corrected over every claim of the canary. Without a
+sweep there is no noise estimate: no interval states a confidence and none of the three claims
+can be made.
 
-- ``rollback``: some class is worse beyond the noise (tokens/s or ITL), misses the SLO where the
-  baseline meets it, scores lower than the quality tolerance allows, or accepts fewer tokens per
-  step than the sweep's break-even for its arm.
-- ``promote``: nothing of the above, every class compared, and every class serves more SLO-qualified
-  tokens/s beyond the noise.
-- ``hold``: the rest: the difference is within the noise, or a class could not be compared (a
-  replica's cell is not usable, e.g. its client saturated: a measurement that says nothing about
-  the candidate, neither bad input nor a reason to roll back).
+- ``rollback``: some class is worse (fewer tokens/s or slower ITL, adopted by the one rule), misses
+  the SLO where the baseline meets it, scores lower than the quality tolerance allows, or accepts
+  fewer tokens per step than the sweep's break-even for its arm.
+- ``promote``: nothing of the above, every class compared, every class serves more SLO-qualified
+  tokens/s (adopted by the one rule), and every class passed its scored set.
+- ``hold``: the rest: the difference is within the noise, there is no noise estimate (no
+  ``--from``), a class could not be compared (a replica's cell is not usable: its client
+  saturated, or too many of its requests failed), or a class has no scored set to pass.
 """
 
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from specfleet.contract.base import RecordModel
-from specfleet.decisions import Comparison
+from specfleet.contract.checks import AnalysisSpec
+from specfleet.contract.workload import SLOSpec
+from specfleet.decision_rule import Claim, ClaimResult, Family
+from specfleet.decisions import Comparison, slo_holds
 from specfleet.results.cell import CellStatus
 from specfleet.stats.quality import QualityResult
+from specfleet.stats.runs import (
+    WITHIN_RESAMPLES,
+    ConfigKey,
+    Metric,
+    RunValue,
+    log_percentile,
+    log_rate,
+    paired_log_percentile,
+    paired_log_rate,
+)
+from specfleet.stats.samples import CellSample
+from specfleet.stats.variance import RunNoise
 
 Verdict = Literal["promote", "hold", "rollback"]
 Replica = Literal["baseline", "candidate"]
+REPLICAS: tuple[Replica, Replica] = ("baseline", "candidate")
 VERDICT_EVENT = "specfleet.rollback.recommended"
 """The Prefect event a ``rollback`` verdict emits (``infra/prefect/prefect.yaml`` automates on it)."""
 
@@ -86,6 +107,7 @@ class ClassComparison(RecordModel):
     unusable_cells: list[UnusableCell] = Field(
         default_factory=list, description="The replicas' cells on this class that are not usable.")
     quality_note: str | None = Field(None, description="Why ``quality`` is None although the class has a scored set.")
+    scored: bool = Field(True, description="The class has a scored set: without one it cannot promote.")
 
     @model_validator(mode="after")
     def _compared_or_why_not(self) -> "ClassComparison":
@@ -98,8 +120,10 @@ class ClassComparison(RecordModel):
 class CanaryResult(RecordModel):
     verdict: Verdict
     reason: str
-    noise_floor: float | None = Field(description="The sweep's relative noise floor; None without --from.")
+    noise_floor: float | None = Field(description="The sweep's replica-to-replica noise (relative spread of one "
+                                      "window on another server); None without --from.")
     noise_source: str
+    comparisons: int | None = Field(None, description="Claims of the canary its intervals are corrected for.")
     sweep_id: str | None
     arm: str | None = Field(description="The sweep's arm the candidate runs (its break-even), if known.")
     rollback_server_args: list[str] | None = Field(
@@ -108,25 +132,111 @@ class CanaryResult(RecordModel):
     classes: list[ClassComparison]
 
 
-def compare_class(prompt_class: str, comparison: Comparison, baseline_acceptance: AcceptanceFigure,
-                  candidate_acceptance: AcceptanceFigure, candidate_tokens_per_step: float | None,
-                  noise_floor: float | None, break_even_acceptance: float | None,
-                  quality: QualityResult | None) -> ClassComparison:
-    """One class's findings: worse or better beyond the interval and the noise floor."""
-    noise = noise_floor or 0.0
+@dataclass(frozen=True)
+class PairedClass:
+    """One class both replicas measured usably: request i of each served the same prompt."""
+
+    name: str
+    baseline: CellSample
+    candidate: CellSample
+
+
+def canary_family(classes: Sequence[PairedClass], noise_runs: Sequence[RunValue], noise: Mapping[Metric, RunNoise],
+                  slo: SLOSpec, analysis: AnalysisSpec) -> tuple[Family, dict[str, dict[str, Claim]]]:
+    """Every class's runs (both figures, both replicas) and claims in one family beside the sweep's
+    repeated runs, which its noise estimate is redrawn from: tokens/s higher (``faster``) and lower
+    (``slower``), ITL faster (``itl_faster``) and slower (``itl_slower``), each paired prompt by prompt."""
+    family = Family(list(noise_runs), noise, analysis.confidence, analysis.error_control, analysis.seed)
+    claims = {}
+    for paired in classes:
+        rng = np.random.default_rng([analysis.seed, zlib.crc32(paired.name.encode())])
+        claims[paired.name] = _class_claims(family, paired, slo, analysis, rng)
+    return family, claims
+
+
+def _class_claims(family: Family, paired: PairedClass, slo: SLOSpec, analysis: AnalysisSpec,
+                  rng: np.random.Generator) -> dict[str, Claim]:
+    base, cand = paired.baseline, paired.candidate
+    ident = base.cell.identity
+    config: ConfigKey = (paired.name, ident.load_mode, ident.load_value, "canary")
+    runs = list(family.runs)
+    claims: dict[str, Claim] = {}
+
+    def add(metric: Metric, values: Sequence[tuple[float, float, int]], within: tuple[float, int],
+            names: tuple[str, str]) -> None:
+        at = len(runs)
+        runs.extend(RunValue(metric, f"{replica} / {paired.name}", f"canary-{replica}", config, f"canary:{replica}",
+                             *value) for replica, value in zip(REPLICAS, values, strict=True))
+        log = runs[at + 1].log_value - runs[at].log_value
+        for key, sign in zip(names, (1.0, -1.0), strict=True):
+            claims[key] = Claim(f"canary:{paired.name}:{key}", "canary", sign * log, {at: -sign, at + 1: sign},
+                                metric=metric, within=within)
+
+    rates = [(s.qualified_tokens_per_s, *log_rate(s.qualified_tokens, s.durations_s)) for s in (base, cand)]
+    within_rate = paired_log_rate(base, cand)
+    if within_rate is not None and all(rate > 0 and var is not None for rate, var, _ in rates):
+        add("qualified_tokens_per_s", [(float(np.log(rate)), float(var or 0.0), df) for rate, var, df in rates],
+            within_rate, ("faster", "slower"))
+    resamples = min(analysis.bootstrap_resamples, WITHIN_RESAMPLES)
+    itl = [log_percentile([g for g in s.itl_ms if g.size], slo.percentile, rng, resamples) for s in (base, cand)]
+    within_itl = paired_log_percentile(list(base.itl_ms), list(cand.itl_ms), slo.percentile, rng, resamples)
+    if within_itl is not None and itl[0] is not None and itl[1] is not None:
+        add("itl", [itl[0], itl[1]], within_itl, ("itl_slower", "itl_faster"))
+    family.runs = runs
+    for claim in claims.values():
+        family.add(claim)
+    return claims
+
+
+def class_claims(paired: PairedClass, results: Mapping[str, ClaimResult], claims: Mapping[str, Claim],
+                 slo: SLOSpec, noise: Mapping[Metric, RunNoise]) -> tuple[Comparison, "ClassClaims"]:
+    """The class's figures as a sweep's cell shows them, and its decided claims."""
+    base, cand = paired.baseline, paired.candidate
+    base_ok, _, base_itl = slo_holds([base], slo)
+    cand_ok, cand_ttft, cand_itl = slo_holds([cand], slo)
+
+    def result(key: str) -> ClaimResult | None:
+        return results.get(claims[key].key) if key in claims else None
+
+    faster, itl = result("faster"), result("itl_faster")
+    comparison = Comparison(
+        basis="paired_runs" if noise["qualified_tokens_per_s"].estimated else "requests", baseline_runs=1,
+        candidate_runs=1, baseline_qualified_tokens_per_s=base.qualified_tokens_per_s,
+        candidate_qualified_tokens_per_s=cand.qualified_tokens_per_s,
+        qualified_tps_speedup=faster.marginal if faster else None,
+        qualified_tps_speedup_corrected=faster.corrected if faster else None,
+        itl_statistic=slo.itl_statistic, slo_percentile=slo.percentile, baseline_itl_ms=base_itl,
+        candidate_itl_ms=cand_itl, itl_speedup=itl.marginal if itl else None, candidate_ttft_ms=cand_ttft,
+        baseline_slo_holds=base_ok, candidate_slo_holds=cand_ok, acceptance_rate=None, mean_acceptance_length=None,
+        tokens_per_step=None, engine_version=cand.cell.engine_version)
+    return comparison, ClassClaims(result("faster"), result("slower"), result("itl_slower"))
+
+
+@dataclass(frozen=True)
+class ClassClaims:
+    """One class's three claims, decided: more tokens/s, fewer tokens/s, slower ITL."""
+
+    faster: ClaimResult | None
+    slower: ClaimResult | None
+    itl_slower: ClaimResult | None
+
+
+def compare_class(prompt_class: str, comparison: Comparison, claims: ClassClaims,
+                  baseline_acceptance: AcceptanceFigure, candidate_acceptance: AcceptanceFigure,
+                  candidate_tokens_per_step: float | None, break_even_acceptance: float | None,
+                  quality: QualityResult | None, scored: bool) -> ClassComparison:
+    """One class's findings: worse or better as the one rule decides them."""
     worse: list[str] = []
     better: list[str] = []
-    tps = comparison.qualified_tps_speedup
-    if tps is not None and tps.high is not None and tps.high < 1.0 - noise:
-        worse.append(f"SLO-qualified tokens/s x{tps.estimate:.2f} [{tps.low:.2f}, {tps.high:.2f}], below 1 "
-                     f"by more than the noise ({noise:.1%})")
-    if tps is not None and tps.low is not None and tps.low > 1.0 + noise:
-        better.append(f"SLO-qualified tokens/s x{tps.estimate:.2f} [{tps.low:.2f}, {tps.high:.2f}], above 1 "
-                      f"by more than the noise ({noise:.1%})")
-    itl = comparison.itl_speedup
-    if itl is not None and itl.high is not None and itl.high < 1.0 - noise:
+    if claims.slower is not None and claims.slower.adopted:
+        worse.append(f"SLO-qualified tokens/s {_ratio(claims.faster)}, lower beyond the noise "
+                     f"({_level(claims.slower)})")
+    if claims.faster is not None and claims.faster.adopted:
+        better.append(f"SLO-qualified tokens/s {_ratio(claims.faster)}, higher beyond the noise "
+                      f"({_level(claims.faster)})")
+    if claims.itl_slower is not None and claims.itl_slower.adopted:
         worse.append(f"p{comparison.slo_percentile:g} ITL {comparison.candidate_itl_ms:.1f} ms against "
-                     f"{comparison.baseline_itl_ms:.1f} ms, slower beyond the noise")
+                     f"{comparison.baseline_itl_ms:.1f} ms, slower beyond the noise ({_level(claims.itl_slower)})")
     if comparison.baseline_slo_holds and not comparison.candidate_slo_holds:
         worse.append("misses the SLO where the baseline meets it")
     worse.extend(_apart_findings(quality, candidate_tokens_per_step, break_even_acceptance))
@@ -134,13 +244,24 @@ def compare_class(prompt_class: str, comparison: Comparison, baseline_acceptance
         prompt_class=prompt_class, comparison=comparison, baseline_acceptance=baseline_acceptance,
         candidate_acceptance=candidate_acceptance, candidate_tokens_per_step=candidate_tokens_per_step,
         break_even_acceptance=break_even_acceptance, quality=quality,
-        findings=worse or better, worse=bool(worse), better=bool(better) and not worse)
+        findings=worse or better, worse=bool(worse), better=bool(better) and not worse, scored=scored)
+
+
+def _ratio(result: ClaimResult | None) -> str:
+    if result is None:
+        return "(no figure)"
+    c = result.corrected
+    return f"x{c.estimate:.3f} [{c.low:.3f}, {c.high:.3f}]"
+
+
+def _level(result: ClaimResult) -> str:
+    return f"corrected for {result.comparisons} comparisons" if result.comparisons > 1 else "this comparison alone"
 
 
 def uncompared_class(prompt_class: str, unusable: Sequence[UnusableCell], baseline_acceptance: AcceptanceFigure,
                      candidate_acceptance: AcceptanceFigure, candidate_tokens_per_step: float | None,
                      break_even_acceptance: float | None, quality: QualityResult | None,
-                     quality_note: str | None = None) -> ClassComparison:
+                     quality_note: str | None = None, scored: bool = True) -> ClassComparison:
     """A class a replica's unusable cell keeps from being compared: never better; worse only on
     what needs no comparison of the two cells (the scored set's answers; the candidate's tokens
     per step against the break-even, when its cell is usable)."""
@@ -154,7 +275,7 @@ def uncompared_class(prompt_class: str, unusable: Sequence[UnusableCell], baseli
         candidate_acceptance=candidate_acceptance, candidate_tokens_per_step=candidate_tokens_per_step,
         break_even_acceptance=break_even_acceptance, quality=quality, findings=worse, worse=bool(worse),
         better=False, not_compared="; ".join(cell.describe() for cell in unusable), unusable_cells=list(unusable),
-        quality_note=quality_note)
+        quality_note=quality_note, scored=scored)
 
 
 def _apart_findings(quality: QualityResult | None, per_step: float | None, break_even: float | None) -> list[str]:
@@ -165,22 +286,31 @@ def _apart_findings(quality: QualityResult | None, per_step: float | None, break
     return worse
 
 
-def canary_verdict(classes: Sequence[ClassComparison]) -> tuple[Verdict, str]:
-    """``rollback`` if any class is worse, ``promote`` if every class is compared and better, else
-    ``hold`` (naming the classes not compared)."""
+def canary_verdict(classes: Sequence[ClassComparison], noise_estimated: bool) -> tuple[Verdict, str]:
+    """``rollback`` if any class is worse, ``promote`` if every class is compared, better and passed
+    its scored set (which needs a noise estimate), else ``hold`` naming what kept it from promoting."""
     worse = [c for c in classes if c.worse]
     uncompared = "; ".join(f"{c.prompt_class} could not be compared ({c.not_compared})"
                            for c in classes if c.not_compared)
     if worse:
         found = "; ".join(f"{c.prompt_class}: {', '.join(c.findings)}" for c in worse)
         return "rollback", f"{found}; {uncompared}" if uncompared else found
-    if classes and all(c.better for c in classes):
+    unscored = [c.prompt_class for c in classes if not c.scored or c.quality is None]
+    if classes and all(c.better for c in classes) and not unscored:
         return "promote", "; ".join(f"{c.prompt_class}: {', '.join(c.findings)}" for c in classes)
+    why = []
+    if not noise_estimated:
+        why.append("no noise estimate (no --from sweep): nothing is beyond the noise, so nothing is promoted "
+                   "or rolled back on throughput or ITL")
+    if uncompared:
+        why.append(f"{uncompared}: no promote without every class compared")
+    if unscored:
+        why.append(f"no scored set answered for {', '.join(unscored)}: a class without one cannot promote")
     within = [c.prompt_class for c in classes if not c.better and c.not_compared is None]
-    noise = f"within the noise on {', '.join(within)}"
-    if not uncompared:
-        return "hold", f"{noise}: no class worse, not every class better"
-    return "hold", f"{uncompared}: no promote without every class compared" + (f"; {noise}" if within else "")
+    if within and noise_estimated:
+        why.append(f"within the noise on {', '.join(within)}")
+    return "hold", "; ".join(why) + ("" if uncompared or unscored or not noise_estimated else
+                                     ": no class worse, not every class better")
 
 
 def acceptance_figure(vllm_per_request: Sequence[float | None], client_estimates: Sequence[float | None]

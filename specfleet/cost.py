@@ -59,6 +59,16 @@ def whole_replicas(demand_tokens_per_s: float, qualified_tokens_per_s_per_replic
     return math.ceil(_exact(demand_tokens_per_s) / _exact(qualified_tokens_per_s_per_replica))
 
 
+def break_even_speedup(demand_tokens_per_s: float, baseline_tokens_per_s: float) -> float:
+    """The smallest speedup over the baseline that serves the demand on fewer whole replicas
+    (replicas = ceil(demand / throughput)); infinite where the baseline needs one replica, so
+    none can be saved. A hair above the exact ratio, so that the speedup itself saves."""
+    replicas = whole_replicas(demand_tokens_per_s, baseline_tokens_per_s)
+    if replicas <= 1:
+        return math.inf
+    return demand_tokens_per_s / ((replicas - 1) * baseline_tokens_per_s) * (1.0 + 1e-12)
+
+
 def fleet_cost(
     gpus_per_replica: int,
     gpu_hour_usd: float,

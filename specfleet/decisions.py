@@ -3,11 +3,17 @@
 Seed, "Production gates": adopt only where SLO-qualified cost per million accepted tokens
 falls by more than the measurement noise, the SLO holds and the equivalence gates pass.
 Negative cells are published with the same detail as positive ones.
+
+Each cell's speedup is a claim of the sweep's family (``specfleet.decision_rule``): its interval
+includes the runs' request-level spread and the sweep's run-to-run noise, and the cell is adopted
+when the low end of its interval, corrected for every comparison of the family, saves a whole
+replica. The baseline at a configuration is every usable baseline run there: the opening cells,
+their repeats and replica checks, and the closing cells.
 """
 
-import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -15,24 +21,28 @@ from pydantic import Field
 
 from specfleet.acceptance import pooled_tokens_per_step
 from specfleet.contract.base import RecordModel
-from specfleet.contract.checks import AnalysisSpec
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.contract.workload import SLOSpec
-from specfleet.cost import FleetCost, fleet_cost
+from specfleet.cost import FleetCost, break_even_speedup, fleet_cost
+from specfleet.decision_rule import Claim, ClaimResult
 from specfleet.errors import InputError
+from specfleet.evidence import Evidence
 from specfleet.quality_gates import SliceKey
 from specfleet.results.cell import CellResult
 from specfleet.stats import bootstrap as bs
-from specfleet.stats.noise import ConfigKey, baseline_noise, config_key, noise_for
+from specfleet.stats.noise import ConfigKey, config_key
 from specfleet.stats.quality import GateResult, quality_not_run
 from specfleet.stats.samples import CellSample
 
 ReasonCode = Literal[
     "adopt", "baseline_unqualified", "candidate_not_usable", "baseline_not_usable", "no_qualified_tokens",
-    "slo_missed", "no_gate", "gate_failed", "no_noise_estimate", "cost_not_lower", "within_noise",
-    "interval_not_lower", "quality_not_run",
+    "slo_missed", "no_gate", "gate_failed", "gate_not_run", "no_noise_estimate", "cost_not_lower", "within_noise",
+    "not_after_correction", "interval_not_lower", "quality_not_run",
 ]
+"""Why a cell was rejected (or ``adopt``). ``interval_not_lower`` is only read from summaries written
+before the one rule; ``within_noise`` now means the cell's own interval reaches the break-even,
+``not_after_correction`` that it does not, but the interval corrected for the family does."""
 
 
 class Slice(RecordModel):
@@ -46,14 +56,22 @@ class Slice(RecordModel):
     load_value: float
     sampling: str
 
+    @property
+    def config(self) -> ConfigKey:
+        return (self.prompt_class, self.load_mode, self.load_value, self.sampling)
+
 
 class Comparison(RecordModel):
     basis: bs.Basis
     baseline_runs: int
     candidate_runs: int
-    baseline_qualified_tokens_per_s: float
+    baseline_qualified_tokens_per_s: float = Field(description="Geometric mean over the baseline's runs.")
     candidate_qualified_tokens_per_s: float
-    qualified_tps_speedup: bs.Interval | None = Field(description="Candidate / baseline; None if baseline 0.")
+    qualified_tps_speedup: bs.Interval | None = Field(
+        description="Candidate / baseline, this comparison alone; None if either side had no qualified tokens.")
+    qualified_tps_speedup_corrected: bs.Interval | None = Field(
+        None, description="The same, corrected for every comparison of the sweep (what the verdict reads); "
+        "None in summaries written before the one rule.")
     itl_statistic: str
     slo_percentile: float
     baseline_itl_ms: float | None
@@ -80,10 +98,14 @@ class CostFigures(RecordModel):
     baseline_ideal_cost_per_million_usd: float | None
     candidate_ideal_cost_per_million_usd: float
     saving_fraction: float | None = Field(description="1 - candidate / baseline whole-replica cost.")
-    pessimistic_saving_fraction: float | None = Field(description="Saving at the speedup interval's low end.")
+    pessimistic_saving_fraction: float | None = Field(
+        description="Saving at the low end of the corrected speedup interval: what the verdict reads.")
     optimistic_saving_fraction: float | None = Field(
-        None, description="Saving at the speedup interval's high end (None in summaries written before it existed).")
-    noise_floor: float | None
+        None, description="Saving at the corrected interval's high end (None in summaries written before it existed).")
+    break_even_speedup: float | None = Field(
+        None, description="The speedup that saves a whole replica at the baseline's throughput (None: "
+        "none can, or a summary written before it existed).")
+    noise_floor: float | None = Field(description="The sweep's run-to-run noise (relative spread of one window).")
     noise_source: str
 
 
@@ -95,10 +117,34 @@ class Decision(RecordModel):
     comparison: Comparison | None
     cost: CostFigures | None
     gates: list[GateResult]
+    comparisons: int | None = Field(
+        None, description="Comparisons of the sweep the verdict was corrected for (None: no comparison, or a "
+        "summary written before the one rule).")
 
     @property
     def interval(self) -> bs.Interval | None:
         return self.comparison.qualified_tps_speedup if self.comparison else None
+
+    @property
+    def beyond_noise(self) -> bool:
+        """The one rule's statistical answer (gates aside): the corrected interval's low end saves a
+        whole replica, on an interval that includes run-to-run noise."""
+        corrected = self.comparison.qualified_tps_speedup_corrected if self.comparison else None
+        return (corrected is not None and corrected.confidence is not None and corrected.low is not None
+                and self.cost is not None and self.cost.pessimistic_saving_fraction is not None
+                and self.cost.pessimistic_saving_fraction > 0)
+
+
+@dataclass(frozen=True)
+class CellCase:
+    """One (arm, configuration) before the family is decided: its comparison and its claim in the
+    family, or the cells that left it without one."""
+
+    where: Slice
+    gates: list[GateResult]
+    comparison: Comparison | None
+    claim: Claim | None
+    unusable: tuple[Literal["candidate", "baseline"], list[CellResult]] | None = None
 
 
 def _percentile(values: np.ndarray, q: float) -> float | None:
@@ -106,7 +152,7 @@ def _percentile(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(finite, q)) if finite.size else None
 
 
-def _slo_holds(samples: Sequence[CellSample], slo: SLOSpec) -> tuple[bool, float | None, float | None]:
+def slo_holds(samples: Sequence[CellSample], slo: SLOSpec) -> tuple[bool, float | None, float | None]:
     ttft = _percentile(np.concatenate([s.ttft_ms for s in samples]), slo.percentile)
     itl = _percentile(np.concatenate([s.pooled_itl_ms() for s in samples]), slo.percentile)
     holds = ttft is not None and ttft <= slo.ttft_ms and (itl is None or itl <= slo.itl_ms)
@@ -121,66 +167,47 @@ def _acceptance(cells: Sequence[CellResult]) -> tuple[float | None, float | None
     return (accepted / proposed if proposed else None, 1.0 + accepted / drafts if drafts else None)
 
 
-def _ratio(num: float | None, den: float | None) -> float | None:
-    return num / den if num is not None and den else None
+def _figure(evidence: Evidence, metric: str, arm: str, config: ConfigKey) -> float | None:
+    table = evidence.tps if metric == "tps" else evidence.itl
+    return float(np.exp(table.log_mean(arm, config))) if table.has(arm, config) else None
 
 
-def compare_cells(
-    baseline: Sequence[CellSample], candidate: Sequence[CellSample], slo: SLOSpec, analysis: AnalysisSpec,
-    rng: np.random.Generator,
-) -> Comparison:
-    """Speedups in SLO-qualified tokens/s and in SLO-percentile ITL, with bootstrap intervals
-    over repeats when both arms ran at least twice, else over requests (pooled repeats)."""
-    if not baseline or not candidate:
-        raise InputError("a comparison needs at least one baseline and one candidate cell")
-    n, conf, q = analysis.bootstrap_resamples, analysis.confidence, slo.percentile
-    base_tps = float(np.mean([s.qualified_tokens_per_s for s in baseline]))
-    cand_tps = float(np.mean([s.qualified_tokens_per_s for s in candidate]))
-    base_ok, _, _ = _slo_holds(baseline, slo)
-    cand_ok, cand_ttft, _ = _slo_holds(candidate, slo)
-    repeats = len(baseline) >= 2 and len(candidate) >= 2
-    basis: bs.Basis = "repeats" if repeats else "requests"
+def claim_key(where: Slice) -> str:
+    """The cell's claim in the family (its ITL speedup's is ``itl:`` before it)."""
+    return f"cell:{where.arm}/{where.prompt_class}/{where.load_mode}{where.load_value:g}/{where.sampling}"
 
-    def tps_reps(samples: Sequence[CellSample], tps: float) -> np.ndarray:
-        if repeats:
-            return bs.mean_replicates(np.array([s.qualified_tokens_per_s for s in samples]), rng, n)
-        tokens = np.concatenate([s.qualified_tokens for s in samples])
-        return tps * bs.rate_replicates(tokens, np.concatenate([s.durations_s for s in samples]), rng, n)
 
-    def per_run_itl(samples: Sequence[CellSample]) -> np.ndarray:
-        return np.array([np.nan if (v := _percentile(s.pooled_itl_ms(), q)) is None else v for s in samples])
-
-    def itl_point(samples: Sequence[CellSample]) -> float | None:
-        if repeats:
-            runs = per_run_itl(samples)
-            return float(np.mean(runs)) if np.all(np.isfinite(runs)) else None
-        return _percentile(np.concatenate([s.pooled_itl_ms() for s in samples]), q)
-
-    def itl_reps(samples: Sequence[CellSample]) -> np.ndarray:
-        if repeats:
-            return bs.mean_replicates(per_run_itl(samples), rng, n)
-        return bs.pooled_percentile_replicates([x for s in samples for x in s.itl_ms], q, rng, n)
-
-    base_reps, cand_reps = tps_reps(baseline, base_tps), tps_reps(candidate, cand_tps)
-    base_itl, cand_itl = itl_point(baseline), itl_point(candidate)
-    tps_speedup = _ratio(cand_tps, base_tps)
-    itl_speedup = _ratio(base_itl, cand_itl)
-    base_itl_reps, cand_itl_reps = itl_reps(baseline), itl_reps(candidate)
+def compare(evidence: Evidence, where: Slice, baseline: Sequence[CellSample], candidate: Sequence[CellSample],
+            slo: SLOSpec, hardware: HardwareSpec) -> tuple[Comparison, Claim | None]:
+    """The cell's figures and its claim in the family (None when a side has no qualified tokens;
+    the ITL speedup is shown, never decided on)."""
+    arm, config = where.arm, where.config
+    base_tps = _figure(evidence, "tps", evidence.baseline_arm, config) or 0.0
+    cand_tps = _figure(evidence, "tps", arm, config) or 0.0
+    base_ok, _, _ = slo_holds(baseline, slo)
+    cand_ok, cand_ttft, _ = slo_holds(candidate, slo)
+    break_even = break_even_speedup(hardware.peak_demand_tokens_per_s, base_tps) if base_tps > 0 else np.inf
+    key = claim_key(where)
+    claim = evidence.speedup_claim(key, "cell", arm, config, "qualified_tokens_per_s", break_even)
+    itl_claim = evidence.speedup_claim(f"itl:{key}", "cell", arm, config, "itl")
+    if itl_claim is not None:
+        evidence.shown.add(itl_claim)
     rate, length = _acceptance([s.cell for s in candidate])
-    return Comparison(
-        basis=basis, baseline_runs=len(baseline), candidate_runs=len(candidate),
+    noise = evidence.noise["qualified_tokens_per_s"]
+    comparison = Comparison(
+        basis="runs" if noise.estimated else "requests",
+        baseline_runs=evidence.tps.count(evidence.baseline_arm, config), candidate_runs=evidence.tps.count(arm, config),
         baseline_qualified_tokens_per_s=base_tps, candidate_qualified_tokens_per_s=cand_tps,
-        qualified_tps_speedup=None if tps_speedup is None else bs.ratio_interval(
-            tps_speedup, cand_reps, base_reps, conf, basis),
-        itl_statistic=slo.itl_statistic, slo_percentile=q,
-        baseline_itl_ms=base_itl, candidate_itl_ms=cand_itl,
-        itl_speedup=None if itl_speedup is None else bs.ratio_interval(
-            itl_speedup, base_itl_reps, cand_itl_reps, conf, basis),
+        qualified_tps_speedup=None, itl_statistic=slo.itl_statistic, slo_percentile=slo.percentile,
+        baseline_itl_ms=_figure(evidence, "itl", evidence.baseline_arm, config),
+        candidate_itl_ms=_figure(evidence, "itl", arm, config),
+        itl_speedup=None,
         candidate_ttft_ms=cand_ttft, baseline_slo_holds=base_ok, candidate_slo_holds=cand_ok,
         acceptance_rate=rate, mean_acceptance_length=length,
         tokens_per_step=pooled_tokens_per_step([s.cell for s in candidate]),
         engine_version=candidate[0].cell.engine_version,
     )
+    return comparison, claim
 
 
 def _cost(hardware: HardwareSpec, tokens_per_s: float) -> FleetCost:
@@ -188,135 +215,147 @@ def _cost(hardware: HardwareSpec, tokens_per_s: float) -> FleetCost:
                       hardware.peak_demand_tokens_per_s)
 
 
-def _saving_at(hardware: HardwareSpec, base: FleetCost, base_tps: float, speedup: float | None) -> float | None:
+def saving_at(hardware: HardwareSpec, base_tps: float, speedup: float | None) -> float | None:
     """Whole-replica saving were the candidate exactly ``speedup`` times the baseline (an interval end)."""
-    if speedup is None or speedup <= 0:
+    if speedup is None or not speedup > 0 or not base_tps > 0:
         return None
-    return 1.0 - _cost(hardware, base_tps * speedup).cost_per_million_usd / base.cost_per_million_usd
+    base = _cost(hardware, base_tps).cost_per_million_usd
+    return 1.0 - _cost(hardware, base_tps * speedup).cost_per_million_usd / base
 
 
-def _cost_figures(c: Comparison, hardware: HardwareSpec, noise: float | None, source: str) -> CostFigures:
+def _cost_figures(c: Comparison, hardware: HardwareSpec, evidence: Evidence) -> CostFigures:
     cand = _cost(hardware, c.candidate_qualified_tokens_per_s)
     base_tps = c.baseline_qualified_tokens_per_s
     base = _cost(hardware, base_tps) if base_tps > 0 else None
-    saving = pessimistic = optimistic = None
-    if base is not None:
-        saving = 1.0 - cand.cost_per_million_usd / base.cost_per_million_usd
-        interval = c.qualified_tps_speedup
-        pessimistic = _saving_at(hardware, base, base_tps, interval.low if interval else None)
-        optimistic = _saving_at(hardware, base, base_tps, interval.high if interval else None)
+    corrected = c.qualified_tps_speedup_corrected
+    noise = evidence.noise["qualified_tokens_per_s"]
+    break_even = break_even_speedup(hardware.peak_demand_tokens_per_s, base_tps) if base is not None else None
     return CostFigures(
         baseline_replicas=base.replicas if base else None, candidate_replicas=cand.replicas,
         baseline_cost_per_million_usd=base.cost_per_million_usd if base else None,
         candidate_cost_per_million_usd=cand.cost_per_million_usd,
         baseline_ideal_cost_per_million_usd=base.ideal_cost_per_million_usd if base else None,
         candidate_ideal_cost_per_million_usd=cand.ideal_cost_per_million_usd,
-        saving_fraction=saving, pessimistic_saving_fraction=pessimistic, optimistic_saving_fraction=optimistic,
-        noise_floor=noise, noise_source=source,
+        saving_fraction=None if base is None else 1.0 - cand.cost_per_million_usd / base.cost_per_million_usd,
+        pessimistic_saving_fraction=saving_at(hardware, base_tps, corrected.low if corrected else None),
+        optimistic_saving_fraction=saving_at(hardware, base_tps, corrected.high if corrected else None),
+        break_even_speedup=None if break_even is None or not np.isfinite(break_even) else break_even,
+        noise_floor=noise.relative_sd, noise_source=noise.source,
     )
 
 
-BEFORE_QUALITY: tuple[ReasonCode, ...] = ("no_qualified_tokens", "slo_missed", "no_gate", "gate_failed")
+BEFORE_QUALITY: tuple[ReasonCode, ...] = ("no_qualified_tokens", "slo_missed", "no_gate", "gate_failed",
+                                          "gate_not_run")
 """Rejections that stand whether or not the quality gate ran."""
 
 
-def decide(
-    where: Slice, c: Comparison, hardware: HardwareSpec, noise: float | None, noise_source: str,
-    gates: Sequence[GateResult], quality: GateResult,
-) -> Decision:
-    """Adopt only when every test passes, checked in this order; the first failure is the reason.
-
-    ``gates`` are the arm's equivalence gates, ``quality`` this slice's held-out quality gate. A
-    quality gate that did not run has not passed, so it rejects the slice, with its own code
-    (``quality_not_run``, never mistaken for a failed gate) and a reason naming why it did not
-    run and what the other tests concluded (issue 15: it never passes silently).
-    """
-    code, reason, cost = _verdict(c, hardware, noise, noise_source, gates, quality)
-    if not quality.ran and code not in BEFORE_QUALITY:
-        code, reason = "quality_not_run", (f"{quality.detail}: not adopted, since a gate that did not run has not "
-                                           f"passed (were it to pass: {reason})")
-    return Decision(slice=where, verdict="adopt" if code in ("adopt", "baseline_unqualified") else "reject",
-                    reason_code=code, reason=reason, comparison=c, cost=cost, gates=[*gates, quality])
-
-
-def _verdict(c: Comparison, hardware: HardwareSpec, noise: float | None, noise_source: str,
-             gates: Sequence[GateResult], quality: GateResult) -> tuple[ReasonCode, str, CostFigures | None]:
-    """The first test that fails, in order; a quality gate that did not run is left to ``decide``."""
-    if c.candidate_qualified_tokens_per_s <= 0:
-        return "no_qualified_tokens", "no request of the speculative arm met its SLO", None
-    cost = _cost_figures(c, hardware, noise, noise_source)
-    if not c.candidate_slo_holds:
-        return "slo_missed", f"p{c.slo_percentile:g} TTFT or ITL of the speculative arm misses the SLO", cost
-    if not gates:
-        return "no_gate", "no equivalence gate result for this arm", cost
-    failed = [g for g in (*gates, quality) if g.ran and not g.passed]
-    if failed:
-        return "gate_failed", "; ".join(f"{g.gate}: {g.detail}" for g in failed), cost
-    if cost.saving_fraction is None:
-        return "baseline_unqualified", "the baseline produced no SLO-qualified tokens at this load", cost
-    saving = f"whole-replica cost {cost.saving_fraction:+.1%} saving"
-    if cost.saving_fraction <= 0:
-        return "cost_not_lower", f"{saving}: speculation does not lower cost per million", cost
-    if noise is None:
-        return "no_noise_estimate", f"{saving} but {noise_source}: noise unknown", cost
-    if cost.saving_fraction <= noise:
-        return "within_noise", f"{saving} is within the noise floor {noise:.1%}", cost
-    if cost.pessimistic_saving_fraction is None or cost.pessimistic_saving_fraction <= 0:
-        return "interval_not_lower", f"{saving}, but none at the speedup interval's low end", cost
-    return "adopt", f"{saving} beyond noise {noise:.1%}; SLO and gates pass", cost
-
-
-def decide_all(
-    cells: Sequence[CellResult],
-    samples: Mapping[str, CellSample],
-    config: SweepConfig,
-    gates: Mapping[str, Sequence[GateResult]],
-    quality: Mapping[SliceKey, GateResult],
-) -> list[Decision]:
-    """Every speculative (arm, configuration) against the baseline's main-phase cells.
-
-    ``samples`` is keyed by ``CellResult.key``; ``gates`` (equivalence) by arm name (e.g.
-    'draft-k3'); ``quality`` by (arm, prompt class, sampling), a slice missing there has a
-    quality gate that did not run. The baseline's end-of-sweep cells feed the noise floor only;
-    its replica check cells (``specfleet.replicas``) are main-phase runs, pooled like repeats.
-    """
-    floors = baseline_noise(cells)
+def cell_cases(cells: Sequence[CellResult], samples: Mapping[str, CellSample], config: SweepConfig,
+               evidence: Evidence, gates: Mapping[str, Sequence[GateResult]],
+               quality: Mapping[SliceKey, GateResult]) -> list[CellCase]:
+    """Every speculative (arm, configuration) against every usable baseline run there, its claim
+    added to the family. ``gates`` (equivalence) by arm name; ``quality`` by (arm, prompt class,
+    sampling), a slice missing there has a quality gate that did not run."""
     baselines: dict[ConfigKey, list[CellResult]] = defaultdict(list)
     candidates: dict[tuple[ConfigKey, str], list[CellResult]] = defaultdict(list)
     for cell in cells:
         ident = cell.identity
         if ident.method == "baseline":
-            if ident.phase == "main":
-                baselines[config_key(ident)].append(cell)
+            baselines[config_key(ident)].append(cell)
         else:
             candidates[(config_key(ident), ident.arm)].append(cell)
-    decisions = []
+    cases = []
     for (key, arm), runs in sorted(candidates.items(), key=lambda item: item[0]):
         ident = runs[0].identity
         where = Slice(arm=arm, method=ident.method, k=ident.num_speculative_tokens, prompt_class=key[0],
                       load_mode=key[1], load_value=key[2], sampling=key[3])
-        usable = [_sample(c, samples) for c in runs if c.usable]
-        base = [_sample(c, samples) for c in baselines.get(key, []) if c.usable]
-        arm_gates = gates.get(arm, [])
         slice_quality = quality.get((arm, where.prompt_class, where.sampling)) or quality_not_run(
             f"{where.prompt_class}/{where.sampling}: no quality gate result for {arm}")
+        arm_gates = [*gates.get(arm, []), slice_quality]
+        usable = [_sample(c, samples) for c in runs if c.usable]
+        base = [_sample(c, samples) for c in baselines.get(key, []) if c.usable]
         if not usable or not base:
-            decisions.append(_unusable(where, runs if not usable else baselines.get(key, []),
-                                       "candidate" if not usable else "baseline", [*arm_gates, slice_quality]))
+            side: Literal["candidate", "baseline"] = "candidate" if not usable else "baseline"
+            cases.append(CellCase(where, arm_gates, None, None, (side, runs if not usable else baselines.get(key, []))))
             continue
-        rng = np.random.default_rng([config.analysis.seed, zlib.crc32(where.model_dump_json().encode())])
-        comparison = compare_cells(base, usable, config.slo, config.analysis, rng)
-        noise, source = noise_for(key, floors)
-        decisions.append(decide(where, comparison, config.hardware, noise, source, arm_gates, slice_quality))
-    return decisions
+        comparison, claim = compare(evidence, where, base, usable, config.slo, config.hardware)
+        cases.append(CellCase(where, arm_gates, comparison, evidence.family.add(claim) if claim else None))
+    return cases
 
 
-def _unusable(where: Slice, cells: Sequence[CellResult], side: Literal["candidate", "baseline"],
-              gates: Sequence[GateResult]) -> Decision:
-    why = "; ".join(r for c in cells for r in c.reasons)
-    code: ReasonCode = "candidate_not_usable" if side == "candidate" else "baseline_not_usable"
-    return Decision(slice=where, verdict="reject", reason_code=code, comparison=None, cost=None,
-                    reason=f"no usable {side} cell" + (f": {why}" if why else ""), gates=list(gates))
+def decide_cases(cases: Sequence[CellCase], results: Mapping[str, ClaimResult], config: SweepConfig,
+                 evidence: Evidence) -> list[Decision]:
+    """Each case's verdict from its claim's result in the decided family."""
+    return [_decide(case, results, config, evidence) for case in cases]
+
+
+def _decide(case: CellCase, results: Mapping[str, ClaimResult], config: SweepConfig, evidence: Evidence) -> Decision:
+    """Adopt only when every test passes, checked in this order; the first failure is the reason.
+
+    A quality gate that did not run has not passed, so it rejects the slice, with its own code
+    (``quality_not_run``, never mistaken for a failed gate) and a reason naming why it did not
+    run and what the other tests concluded (issue 15: it never passes silently).
+    """
+    if case.comparison is None:
+        assert case.unusable is not None
+        side, cells = case.unusable
+        why = "; ".join(r for c in cells for r in c.reasons)
+        code: ReasonCode = "candidate_not_usable" if side == "candidate" else "baseline_not_usable"
+        return Decision(slice=case.where, verdict="reject", reason_code=code, comparison=None, cost=None,
+                        reason=f"no usable {side} cell" + (f": {why}" if why else ""), gates=case.gates)
+    result = results.get(case.claim.key) if case.claim else None
+    itl = results.get(f"itl:{claim_key(case.where)}")
+    comparison = case.comparison if result is None else case.comparison.model_copy(update={
+        "qualified_tps_speedup": result.marginal, "qualified_tps_speedup_corrected": result.corrected,
+        "itl_speedup": itl.marginal if itl else None})
+    cost = _cost_figures(comparison, config.hardware, evidence)
+    *gates, quality = case.gates
+    code, reason = _verdict(comparison, cost, gates, quality, result)
+    if not quality.ran and code not in BEFORE_QUALITY:
+        code, reason = "quality_not_run", (f"{quality.detail}: not adopted, since a gate that did not run has not "
+                                           f"passed (were it to pass: {reason})")
+    return Decision(slice=case.where, verdict="adopt" if code == "adopt" else "reject", reason_code=code,
+                    reason=reason, comparison=comparison, cost=cost, gates=case.gates,
+                    comparisons=result.comparisons if result else None)
+
+
+def _verdict(c: Comparison, cost: CostFigures, gates: Sequence[GateResult], quality: GateResult,
+             result: ClaimResult | None) -> tuple[ReasonCode, str]:
+    """The first test that fails, in order; a quality gate that did not run is left to ``_decide``."""
+    if c.candidate_qualified_tokens_per_s <= 0:
+        return "no_qualified_tokens", "no request of the speculative arm met its SLO"
+    if not c.candidate_slo_holds:
+        return "slo_missed", f"p{c.slo_percentile:g} TTFT or ITL of the speculative arm misses the SLO"
+    if not gates:
+        return "no_gate", "no equivalence gate result for this arm"
+    failed = [g for g in (*gates, quality) if g.ran and not g.passed]
+    if failed:
+        return "gate_failed", "; ".join(f"{g.gate}: {g.detail}" for g in failed)
+    not_run = [g for g in gates if not g.ran]
+    if not_run:
+        return "gate_not_run", "; ".join(f"{g.gate}: {g.detail}" for g in not_run)
+    if cost.saving_fraction is None or result is None:
+        served = f"{c.candidate_qualified_tokens_per_s:.1f}"
+        return "baseline_unqualified", ("the baseline produced no SLO-qualified tokens at this load: no saving can "
+                                        f"be formed (the speculative arm serves {served} qualified tokens/s there)")
+    saving = f"whole-replica cost {cost.saving_fraction:+.1%} saving"
+    if cost.saving_fraction <= 0:
+        return "cost_not_lower", f"{saving}: speculation does not lower cost per million"
+    if not evidence_ok(result):
+        return "no_noise_estimate", f"{saving} but {result.why_not}"
+    corrected = result.corrected
+    bounds = (f"x{corrected.estimate:.3f} [{corrected.low:.3f}, {corrected.high:.3f}] "
+              f"(break-even x{result.claim.break_even:.3f})")
+    if not result.adopted:
+        code: ReasonCode = "within_noise" if (result.marginal.low or 0.0) <= result.claim.break_even else (
+            "not_after_correction")
+        return code, f"{saving}, {result.why_not}: corrected speedup {bounds}"
+    return "adopt", (f"{saving} beyond the noise: corrected speedup {bounds} over {result.comparisons} comparisons; "
+                     "SLO and gates pass")
+
+
+def evidence_ok(result: ClaimResult) -> bool:
+    """The claim's interval includes run-to-run noise (it states a confidence)."""
+    return result.marginal.confidence is not None
 
 
 def _sample(cell: CellResult, samples: Mapping[str, CellSample]) -> CellSample:

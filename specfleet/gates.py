@@ -46,13 +46,22 @@ class ArmEquivalence:
     """Why a test has no result (no stored probe, no samples, no stochastic spec)."""
     engine_findings: tuple[str, ...] = ()
     """Engine defects that taint sampled continuations (``specfleet.engine_findings``)."""
+    stochastic_configured: bool = False
+    """The config declares the stochastic test: without its result the arm has a gate that did not run."""
 
     @property
     def gates(self) -> list[GateResult]:
-        """The gates a decision consumes: none without a greedy result (the decision says so)."""
+        """The gates a decision consumes: none without a greedy result (the decision says so). A
+        configured stochastic test whose samples are missing is a gate that did not run: it rejects."""
         if self.greedy is None:
             return []
-        return [self.greedy.gate()] + ([self.stochastic_gate] if self.stochastic else [])
+        if self.stochastic is not None:
+            return [self.greedy.gate(), self.stochastic_gate]
+        if self.stochastic_configured:
+            missing = next((m for m in self.unavailable if m.startswith("stochastic")), "stochastic: no result")
+            return [self.greedy.gate(), GateResult(gate="stochastic_distribution", passed=False, ran=False,
+                                                   detail=f"configured but not run ({missing})")]
+        return [self.greedy.gate()]
 
     @property
     def stochastic_gate(self) -> GateResult:
@@ -87,5 +96,6 @@ def arm_equivalence(config: SweepConfig, plans: list[ArmPlan], probes: Mapping[s
                 stochastic = stochastic_equivalence(
                     baseline.stochastic, probe.stochastic, significance=spec.significance, power=spec.power,
                     min_detectable_tv=spec.min_detectable_tv, permutations=PERMUTATIONS, seed=config.analysis.seed)
-        out.append(ArmEquivalence(plan.arm, greedy, stochastic, missing, tuple(engine_findings)))
+        out.append(ArmEquivalence(plan.arm, greedy, stochastic, missing, tuple(engine_findings),
+                                  stochastic_configured=spec is not None))
     return out

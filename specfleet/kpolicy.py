@@ -2,10 +2,13 @@
 beside the peer rule of vLLM's proposed offline tuner (vllm-project/vllm#49163, closed unmerged).
 
 specfleet: a k is eligible in a bucket only where every decision at its measured levels
-adopted it (cost beyond noise, SLO, gates); the best eligible k by the smallest speedup
-wins, else k = 0. A bucket ends at a measured level: between two levels it uses the higher
-level's choice, since gains shrink with load. Above the largest level it sets k = 0,
-because vLLM applies the last range's k to every larger batch.
+adopted it (cost beyond noise, SLO, gates, corrected for every comparison of the sweep); the
+best eligible k by the smallest speedup wins, else k = 0. The choice is made on the same data
+as the policy's verdict at the mix: every assignment of k to loads it could have made is a claim
+of the sweep's family (``specfleet.mix_verdict``), so the verdict on the one it made is corrected.
+A bucket ends at a measured level: between two levels it uses the higher level's choice, since
+gains shrink with load. Above the largest level it sets k = 0, because vLLM applies the last
+range's k to every larger batch.
 
 Peer (#49163): per (batch, k), median throughput minus penalty x 1.4826 x MAD over
 repeated runs; it refuses unstable or unhealthy records, ties within 1% go to the smaller
@@ -115,9 +118,8 @@ def _choose(level: int, decisions: Sequence[Decision]) -> LevelChoice:
         by_k[d.slice.k].append(d)
     scores = {}
     for k, ds in by_k.items():
-        if all(d.verdict == "adopt" for d in ds):
-            # No interval only when the baseline had no qualified tokens: any output beats it.
-            scores[k] = min(d.interval.estimate if d.interval else float("inf") for d in ds)
+        if all(d.verdict == "adopt" and d.interval is not None for d in ds):
+            scores[k] = min(d.interval.estimate for d in ds if d.interval is not None)
     if not scores:
         codes = sorted({d.reason_code for d in decisions})
         return LevelChoice(level=level, k=0, reason=f"no k adopted ({', '.join(codes)})")

@@ -392,6 +392,7 @@ def assemble_cell(
     engine_version: str | None = None,
     started_at: str | None = None,
     stop_reason: StopReason = "fixed_budget",
+    server: str | None = None,
 ) -> CellResult:
     """Everything one cell reports. Planned requests without a successful record are failures.
 
@@ -440,4 +441,5 @@ def assemble_cell(
         records_file=records_file,
         engine_version=engine_version,
         started_at=started_at,
+        server=server,
     )

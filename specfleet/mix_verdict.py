@@ -6,48 +6,66 @@ Formulas, over the measured cells of the mix only (never filled in):
 
 - Mix throughput per replica (seed: "Results template and calculator", per-replica SLO-qualified
   tokens per second): the token-share-weighted harmonic mean T = sum(f) / sum(f / T_cell), the
-  replica-seconds per token averaged over the tokens the fleet serves, f a cell's token share.
+  replica-seconds per token averaged over the tokens the fleet serves, f a cell's token share,
+  T_cell the geometric mean of the cell's runs.
 - Whole replicas and cost per million: ``specfleet.cost.fleet_cost`` at peak demand, for the
   baseline and the candidate; saving = 1 - candidate cost / baseline cost.
-- Interval: every cell's candidate at its speedup interval's low (high) end, baseline_tps x end,
-  combined the same way: the pessimistic (optimistic) saving. All cells at their ends at once is
-  conservative: wider than an interval of the mix's own throughput.
-- Noise floor: the largest noise floor of the measured cells (conservative: the mix's relative
-  spread is at most its worst cell's when cells move together).
-- Entry gate, checked one by one: (a) pessimistic saving > noise floor; (b) every load with a
-  positive share has a measured cell; (c) at least three classes (every class of the mix when
-  fewer) pass (a) alone: the class's cells at the load shares, the fleet sized for peak demand.
+- Interval: the mix speedup T_candidate / T_baseline is a claim of the sweep's family
+  (``specfleet.decision_rule``): a t interval on its log, whose variance (the gradient of the
+  harmonic mean over every run) includes request-level spread and the run-to-run and
+  server-to-server noise, corrected for every comparison of the sweep. Its ends, through whole
+  replicas, are the pessimistic and optimistic savings.
+- Entry gate, checked one by one: (a) the mix saving's corrected interval lies above the
+  break-even (the speedup that saves a whole replica): beyond the noise; (b) every load with a
+  positive share has a measured cell; (c) the measured cells carry at least
+  ``analysis.min_coverage`` of the mix (default all of it); (d) at least three prompt classes (the
+  seed's number; a config with fewer classes cannot pass, and says so) pass (a) on their own at
+  the load shares, each covering the class as (c) requires.
 
-A cell counts when its decision has a comparison. One where an arm had no SLO-qualified tokens
-is measured, not missing: the mix cannot be served there, so no saving figure is formed.
+A k policy serves each load with the k it chose there, k = 0 with the baseline's own cells (the
+candidate is the baseline: a measured speedup of exactly 1). Its choice of k is made on the same
+data, so every assignment of k to loads it could have chosen is a claim of the family: the
+max-T correction covers the one it chose.
 
-The entry gate weighs cost alone. The other tests a cell's decision runs (the SLO, the equivalence
-and quality gates) are reported beside it as ``other_gates``: a verdict is adoptable only when the
-entry gate passes and no measured cell of the mix was rejected by one of them.
+A cell counts when both arms have SLO-qualified tokens there. One where the candidate had none is
+measured: the mix cannot be served there, so no saving figure is formed. A candidate cell that is
+not usable (its server died, too many errors, a saturated client) counts against the arm: the
+verdict is not adoptable. The other tests a cell's decision runs (the SLO, the equivalence and
+quality gates) are reported beside the entry gate as ``other_gates``.
 """
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 from pydantic import Field
 
 from specfleet.contract.base import RecordModel
 from specfleet.contract.matrix import arm_plans
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
-from specfleet.cost import fleet_cost
-from specfleet.decisions import Decision, ReasonCode
+from specfleet.cost import break_even_speedup, fleet_cost
+from specfleet.decision_rule import Claim, ClaimKind, ClaimResult
+from specfleet.decisions import CellCase, Decision, ReasonCode
+from specfleet.evidence import Evidence
 from specfleet.kpolicy import KPolicyReport
+from specfleet.stats import bootstrap as bs
+from specfleet.stats.runs import ConfigKey, add_weights
 from specfleet.traffic import CellKey, TrafficMix, cell_token_shares, effective_mix
 
 MIN_CLASSES = 3
-"""The entry gate's prompt classes, or every class of the mix when it has fewer."""
+"""The seed's entry gate: at least three prompt classes."""
 
-CheckName = Literal["saving_beyond_noise", "production_load_distribution", "prompt_classes", "other_gates"]
+CheckName = Literal["saving_beyond_noise", "production_load_distribution", "coverage", "prompt_classes",
+                    "other_gates"]
 
-BLOCKING: tuple[ReasonCode, ...] = ("slo_missed", "no_gate", "gate_failed", "quality_not_run")
-"""Decision codes that reject a cell whatever its cost: the SLO and the gates."""
+BLOCKING: tuple[ReasonCode, ...] = ("slo_missed", "no_gate", "gate_failed", "gate_not_run", "quality_not_run",
+                                    "candidate_not_usable")
+"""Decision codes that reject a cell whatever its cost: the SLO, the gates, and a candidate cell
+that could not be measured."""
 
 
 class MixCell(RecordModel):
@@ -60,7 +78,7 @@ class MixCell(RecordModel):
     measured: bool
     reason: str | None = Field(description="Why the cell is left out; None when measured.")
     blocked_by: str | None = Field(
-        None, description="The decision's reason code when the SLO or a gate rejected the measured cell.")
+        None, description="The decision's reason code when the SLO, a gate or an unusable candidate cell rejected it.")
 
 
 class MixFigures(RecordModel):
@@ -74,16 +92,22 @@ class MixFigures(RecordModel):
     baseline_cost_per_million_usd: float | None
     candidate_cost_per_million_usd: float | None
     saving_fraction: float | None
-    pessimistic_saving_fraction: float | None
-    optimistic_saving_fraction: float | None
-    noise_floor: float | None
+    pessimistic_saving_fraction: float | None = Field(description="Saving at the corrected interval's low end.")
+    optimistic_saving_fraction: float | None = Field(description="Saving at the corrected interval's high end.")
+    noise_floor: float | None = Field(description="The sweep's run-to-run noise (relative spread of one window).")
     reason: str | None = Field(description="Why a figure above is None; None when all are set.")
+    speedup: bs.Interval | None = Field(
+        None, description="Candidate / baseline mix throughput, this comparison alone (None for a k policy: chosen on "
+        "the same data, only its corrected interval covers).")
+    speedup_corrected: bs.Interval | None = Field(
+        None, description="The same, corrected for every comparison of the sweep: what the verdict reads.")
+    break_even_speedup: float | None = Field(None, description="The mix speedup that saves a whole replica.")
+    adopted: bool = Field(False, description="The one rule: the corrected interval lies above the break-even.")
 
     @property
     def beyond_noise(self) -> bool:
-        """The seed's test: the saving at the interval's low end exceeds the noise floor."""
-        low, noise = self.pessimistic_saving_fraction, self.noise_floor
-        return low is not None and noise is not None and low > noise
+        """The seed's test, as the one rule decides it (``specfleet.decision_rule``)."""
+        return self.adopted
 
 
 class GateCheck(RecordModel):
@@ -102,44 +126,41 @@ class MixVerdict(RecordModel):
     cells: list[MixCell]
     fleet: MixFigures
     per_class: dict[str, MixFigures] = Field(description="Each class alone at the load shares, peak demand.")
-    checks: list[GateCheck] = Field(description="The entry gate's three conditions, in the seed's order.")
+    checks: list[GateCheck] = Field(description="The entry gate's conditions, in the seed's order.")
     other_gates: GateCheck = Field(description="The SLO, equivalence and quality gates over the measured cells.")
+    comparisons: int | None = Field(None, description="Comparisons of the sweep the verdict was corrected for.")
+    min_coverage: float = Field(1.0, description="The share of the mix a verdict must cover to be adoptable.")
 
     @property
     def coverage(self) -> float:
         return self.fleet.covered_share
 
     @property
+    def partial(self) -> bool:
+        return self.coverage < 1.0
+
+    @property
     def passed(self) -> bool:
-        """The entry gate: all three conditions."""
+        """The entry gate: all its conditions."""
         return all(c.passed for c in self.checks)
 
     @property
     def adoptable(self) -> bool:
-        return self.passed and self.other_gates.passed
+        """The entry gate and the other gates pass; a verdict short of ``min_coverage`` never is."""
+        return self.passed and self.other_gates.passed and self.coverage >= self.min_coverage
 
     @property
     def headline(self) -> str:
         """First line: partial coverage first, then the verdict and its figures, then a default mix."""
-        partial = "" if self.coverage >= 1.0 else f"PARTIAL (covers {self.coverage:.1%} of the mix): "
+        partial = f"PARTIAL (covers {self.coverage:.1%} of the mix): " if self.partial else ""
         failed = [c.name for c in self.checks if not c.passed]
         verdict = "entry gate passed" if not failed else f"entry gate FAILED ({', '.join(failed)})"
         if not self.other_gates.passed:
             verdict += ", other gates FAILED: not adoptable" if not failed else ", other gates FAILED"
+        if self.comparisons:
+            verdict += f" (corrected for {self.comparisons} comparisons)"
         default = " (default mix: no traffic block)" if self.mix.default else ""
         return f"{partial}{self.subject} / {self.sampling}: {verdict}: {_figures_line(self.fleet)}{default}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Cell:
-    """What one measured cell contributes: throughputs, the speedup interval's ends, noise."""
-
-    baseline_tokens_per_s: float
-    candidate_tokens_per_s: float
-    speedup_low: float | None
-    speedup_high: float | None
-    noise_floor: float | None
-    blocked_by: str | None = None
 
 
 def _figures_line(f: MixFigures) -> str:
@@ -152,14 +173,240 @@ def _figures_line(f: MixFigures) -> str:
             f"{f.baseline_replicas} -> {f.candidate_replicas} replicas")
 
 
-def _harmonic_tokens_per_s(parts: Sequence[tuple[float, float | None]]) -> float | None:
-    """sum(f) / sum(f / T) over (token share f, tokens per s T); 0 when a cell with a share has
-    T = 0 (the mix cannot be served there), None when a T is missing."""
-    if any(t is None for _, t in parts):
-        return None
-    if any(t == 0 for f, t in parts if f > 0):
-        return 0.0
-    return sum(f for f, _ in parts) / sum(f / t for f, t in parts if f > 0 and t)
+def _load_label(mix: TrafficMix, load: float) -> str:
+    return f"c{load:g}" if mix.load_mode == "concurrency" else f"r{load:g}/s"
+
+
+# --- the cells a subject is measured at ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a cell of the mix gets its candidate: an arm's runs, or the baseline's (k = 0)."""
+
+    arm: str
+    config: ConfigKey
+    k: int
+
+
+@dataclass(frozen=True)
+class _Missing:
+    """A cell of the mix without figures: why, and the arm whose cell it would have been."""
+
+    reason: str
+    arm: str | None = None
+
+
+NOT_MEASURED = _Missing("not measured")
+Found = dict[CellKey, tuple[int | None, _Source | _Missing]]
+"""Per cell of the mix: the k serving it and where its figures come from, or why it has none."""
+Inside = Callable[[CellKey], bool]
+
+
+@dataclass
+class _Selection:
+    """One subject (an arm, or a k assignment of a spec) at the mix: its cells and claim keys."""
+
+    name: str
+    subject: str
+    sampling: str
+    found: Found
+    fleet_key: str | None = None
+    class_keys: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class MixClaims:
+    """The claims the verdicts at the traffic mix rest on, added to the sweep's family before it
+    is decided; ``verdicts`` reads the decided family."""
+
+    config: SweepConfig
+    mix: TrafficMix
+    shares: dict[CellKey, float]
+    evidence: Evidence
+    arms: list[_Selection] = field(default_factory=list)
+    policies: dict[tuple[str, str, tuple[tuple[float, int], ...]], _Selection] = field(default_factory=dict)
+    figures: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    """Claim key -> (covered share, baseline mix tokens/s, candidate mix tokens/s)."""
+
+    @classmethod
+    def add_to(cls, evidence: Evidence, cases: Sequence[CellCase], config: SweepConfig,
+               output_tokens_per_request: Mapping[str, float] | None = None) -> "MixClaims":
+        """Every arm at every sampling mode, and (concurrency mixes) every assignment of a spec's
+        k values (or 0) to the mix's loads: the candidates a k policy chooses among."""
+        mix = effective_mix(config)
+        claims = cls(config, mix, cell_token_shares(mix, output_tokens_per_request), evidence)
+        by_arm = {(c.where.arm, c.where.sampling, c.where.prompt_class, c.where.load_value): c for c in cases
+                  if c.where.load_mode == mix.load_mode}
+        plans = [p for p in arm_plans(config) if not p.is_baseline]
+        for plan in plans:
+            for sampling in (s.name for s in config.sampling):
+                found: Found = {key: (plan.k, _arm_source(by_arm.get((plan.arm, sampling, *key)), plan.arm))
+                                for key in claims.shares}
+                claims.arms.append(claims._add(plan.arm, plan.arm, sampling, found))
+        if mix.load_mode != "concurrency":
+            return claims
+        loads = sorted(load for load, q in mix.load_shares.items() if q > 0)
+        for spec in sorted({p.spec_name for p in plans}):
+            arm_of = {p.k: p.arm for p in plans if p.spec_name == spec and p.k is not None}
+            for sampling in (s.name for s in config.sampling):
+                for ks in itertools.product([0, *sorted(arm_of)], repeat=len(loads)):
+                    if not any(ks):
+                        continue
+                    k_by_load = dict(zip(loads, ks, strict=True))
+                    found = {key: (k_by_load[key[1]], _policy_source(by_arm, evidence, arm_of, k_by_load[key[1]],
+                                                                     sampling, key))
+                             for key in claims.shares if key[1] in k_by_load}
+                    assignment = tuple(sorted(k_by_load.items()))
+                    name = f"{spec}-k-policy"
+                    claims.policies[(spec, sampling, assignment)] = claims._add(
+                        name, f"{spec} k policy ({_ks(mix, k_by_load)})", sampling, found)
+        return claims
+
+    def _add(self, name: str, subject: str, sampling: str, found: Found) -> _Selection:
+        """The subject's fleet and per-class claims, added to the family where they can be formed."""
+        selection = _Selection(name, subject, sampling, found)
+        prefix = (f"policy:{subject}" if name.endswith("-k-policy") else f"mix:{name}") + f"/{sampling}"
+        selection.fleet_key = self._claim(prefix, "policy" if name.endswith("-k-policy") else "mix", found,
+                                          lambda key: True)
+        for pc in sorted({key[0] for key, share in self.shares.items() if share > 0}):
+            selection.class_keys[pc] = self._claim(f"{prefix}/class:{pc}", "class", found, _in_class(pc))
+        return selection
+
+    def _claim(self, key: str, kind: ClaimKind, found: Found, inside: Inside) -> str | None:
+        """The harmonic-mean speedup over the measured cells of ``found`` inside the selection."""
+        parts = [(share, src) for cell, share in self.shares.items() if share > 0 and inside(cell)
+                 and isinstance(src := found.get(cell, (None, NOT_MEASURED))[1], _Source)]
+        total = sum(share for cell, share in self.shares.items() if share > 0 and inside(cell))
+        tps = self.evidence.tps
+        base_arm = self.evidence.baseline_arm
+        if not parts or any(not tps.has(src.arm, src.config) or not tps.has(base_arm, src.config)
+                            for _, src in parts):
+            return None
+        base = np.array([math.exp(tps.log_mean(base_arm, src.config)) for _, src in parts])
+        cand = np.array([math.exp(tps.log_mean(src.arm, src.config)) for _, src in parts])
+        f = np.array([share for share, _ in parts])
+        base_mix, cand_mix = f.sum() / np.sum(f / base), f.sum() / np.sum(f / cand)
+        h_cand, h_base = (f / cand) / np.sum(f / cand), (f / base) / np.sum(f / base)
+        sources = [src for _, src in parts]
+        weights = add_weights(
+            *(tps.weights(src.arm, src.config, hc) for src, hc in zip(sources, h_cand, strict=True)),
+            *(tps.weights(base_arm, src.config, -hb) for src, hb in zip(sources, h_base, strict=True)))
+        demand = self.config.hardware.peak_demand_tokens_per_s
+        self.evidence.family.add(Claim(key=key, kind=kind, log_estimate=float(np.log(cand_mix / base_mix)),
+                                       weights=weights, break_even=break_even_speedup(demand, float(base_mix))))
+        self.figures[key] = (float(f.sum() / total), float(base_mix), float(cand_mix))
+        return key
+
+    # --- after the family is decided -----------------------------------------------------------
+
+    def verdicts(self, results: Mapping[str, ClaimResult], decisions: Sequence[Decision],
+                 policies: Sequence[KPolicyReport]) -> list[MixVerdict]:
+        """Every arm at every sampling mode, then each arm spec's chosen all-classes k policy."""
+        blocked = {(d.slice.arm, d.slice.sampling, d.slice.prompt_class, d.slice.load_value): d.reason_code
+                   for d in decisions if d.reason_code in BLOCKING}
+        out = [self._verdict(s, results, blocked) for s in self.arms]
+        for report in policies:
+            policy = report.specfleet
+            if report.peer is not None or policy.refused is not None or policy.sampling is None:
+                continue
+            k_by_load = {float(level.level): level.k for level in policy.levels if float(level.level) in
+                         self.mix.load_shares and self.mix.load_shares[float(level.level)] > 0}
+            chosen = self.policies.get((policy.spec_name, policy.sampling, tuple(sorted(k_by_load.items()))))
+            if chosen is None:  # k = 0 everywhere: the baseline itself, no claim to make
+                chosen = _Selection(f"{policy.spec_name}-k-policy",
+                                    f"{policy.spec_name} k policy ({_ks(self.mix, k_by_load)})", policy.sampling, {})
+            out.append(self._verdict(chosen, results, blocked))
+        return out
+
+    def _verdict(self, s: _Selection, results: Mapping[str, ClaimResult],
+                 blocked: Mapping[tuple[str, str, str, float], ReasonCode]) -> MixVerdict:
+        cells = []
+        for key, share in self.shares.items():
+            if share <= 0:
+                continue
+            k, got = s.found.get(key, (None, NOT_MEASURED))
+            arm = got.arm if (isinstance(got, _Source) and got.k > 0) or isinstance(got, _Missing) else None
+            cells.append(MixCell(prompt_class=key[0], load_value=key[1], token_share=share, k=k,
+                                 measured=isinstance(got, _Source),
+                                 reason=got.reason if isinstance(got, _Missing) else None,
+                                 blocked_by=blocked.get((arm, s.sampling, key[0], key[1])) if arm else None))
+        classes = sorted({key[0] for key, share in self.shares.items() if share > 0})
+        selected = s.name.endswith("-k-policy")
+        fleet = self._figures(s.fleet_key, results, cells, lambda key: True, selected)
+        per_class = {pc: self._figures(s.class_keys.get(pc), results, cells, _in_class(pc), selected) for pc in classes}
+        comparisons = next((results[k].comparisons for k in (s.fleet_key, *s.class_keys.values())
+                            if k is not None and k in results), None)
+        return MixVerdict(
+            name=s.name, subject=s.subject, sampling=s.sampling, mix=self.mix, cells=cells, fleet=fleet,
+            per_class=per_class,
+            checks=[_check_saving(fleet, comparisons), _check_loads(self.mix, cells),
+                    _check_coverage(fleet, self.config.analysis.min_coverage),
+                    _check_classes(per_class, self.config.analysis.min_coverage)],
+            other_gates=_check_other_gates(cells), comparisons=comparisons,
+            min_coverage=self.config.analysis.min_coverage)
+
+    def _figures(self, key: str | None, results: Mapping[str, ClaimResult], cells: Sequence[MixCell],
+                 inside: Inside, selected: bool = False) -> MixFigures:
+        """Whole-replica figures of a claim, or why there are none. A claim chosen on the same data (a k
+        policy's, fleet or class) shows its corrected interval only: its marginal one would not cover."""
+        hardware = self.config.hardware
+        chosen = [c for c in cells if inside((c.prompt_class, c.load_value))]
+        total = sum(c.token_share for c in chosen)
+        covered = sum(c.token_share for c in chosen if c.measured) / total if total else 0.0
+        noise = self.evidence.noise["qualified_tokens_per_s"].relative_sd
+        result = results.get(key) if key is not None else None
+        if result is None:
+            return MixFigures(covered_share=covered, baseline_tokens_per_s_per_replica=None,
+                              candidate_tokens_per_s_per_replica=None, baseline_replicas=None, candidate_replicas=None,
+                              baseline_cost_per_million_usd=None, candidate_cost_per_million_usd=None,
+                              saving_fraction=None, pessimistic_saving_fraction=None, optimistic_saving_fraction=None,
+                              noise_floor=noise, reason=_why_missing(chosen))
+        _, base_tps, cand_tps = self.figures[result.claim.key]
+        base, cand = _replicas_cost(hardware, base_tps), _replicas_cost(hardware, cand_tps)
+        corrected = result.corrected
+        why = None if self.evidence.noise["qualified_tokens_per_s"].estimated else result.why_not
+        return MixFigures(
+            covered_share=covered, baseline_tokens_per_s_per_replica=base_tps,
+            candidate_tokens_per_s_per_replica=cand_tps, baseline_replicas=base[0], candidate_replicas=cand[0],
+            baseline_cost_per_million_usd=base[1], candidate_cost_per_million_usd=cand[1],
+            saving_fraction=1.0 - cand[1] / base[1],
+            pessimistic_saving_fraction=_saving(hardware, base_tps, base[1], corrected.low),
+            optimistic_saving_fraction=_saving(hardware, base_tps, base[1], corrected.high),
+            noise_floor=noise, reason=why, speedup=None if selected else result.marginal,
+            speedup_corrected=corrected,
+            break_even_speedup=result.claim.break_even if math.isfinite(result.claim.break_even) else None,
+            adopted=result.adopted)
+
+
+def _in_class(prompt_class: str) -> Inside:
+    return lambda key: key[0] == prompt_class
+
+
+def _arm_source(case: CellCase | None, arm: str) -> _Source | _Missing:
+    """The arm's own cell there, or why it has none."""
+    if case is None:
+        return _Missing("not measured", arm)
+    if case.comparison is None:
+        assert case.unusable is not None
+        side, cells = case.unusable
+        why = "; ".join(r for c in cells for r in c.reasons)
+        return _Missing(f"unusable: no usable {side} cell" + (f": {why}" if why else ""), arm)
+    return _Source(case.where.arm, case.where.config, case.where.k)
+
+
+def _policy_source(by_arm: Mapping[tuple[str, str, str, float], CellCase], evidence: Evidence,
+                   arm_of: Mapping[int, str], k: int, sampling: str, key: CellKey) -> _Source | _Missing:
+    """k > 0: the arm of that k; k = 0: the baseline's own cells there (measured when they are usable)."""
+    if k > 0:
+        return _arm_source(by_arm.get((arm_of[k], sampling, *key)), arm_of[k])
+    config: ConfigKey = (key[0], "concurrency", key[1], sampling)
+    if evidence.tps.has(evidence.baseline_arm, config):
+        return _Source(evidence.baseline_arm, config, 0)
+    return _Missing("unusable: no usable baseline cell (k = 0 serves it with the baseline)")
+
+
+def _ks(mix: TrafficMix, k_by_load: Mapping[float, int]) -> str:
+    return ", ".join(f"{_load_label(mix, load)}: k={k}" for load, k in sorted(k_by_load.items()))
 
 
 def _replicas_cost(hardware: HardwareSpec, tokens_per_s: float) -> tuple[int, float]:
@@ -168,94 +415,30 @@ def _replicas_cost(hardware: HardwareSpec, tokens_per_s: float) -> tuple[int, fl
     return cost.replicas, cost.cost_per_million_usd
 
 
-def _saving_at_end(hardware: HardwareSpec, parts: Sequence[tuple[float, _Cell]], base_cost_usd: float,
-                   end: Literal["low", "high"]) -> float | None:
-    """Saving were every cell's candidate at its speedup interval's ``end``."""
-    speedups = [c.speedup_low if end == "low" else c.speedup_high for _, c in parts]
-    usable = [s for s in speedups if s is not None and s > 0]
-    if len(usable) != len(parts):
+def _saving(hardware: HardwareSpec, base_tps: float, base_cost_usd: float, speedup: float | None) -> float | None:
+    if speedup is None or not speedup > 0:
         return None
-    tps = _harmonic_tokens_per_s([(f, c.baseline_tokens_per_s * s) for (f, c), s in zip(parts, usable, strict=True)])
-    return None if not tps else 1.0 - _replicas_cost(hardware, tps)[1] / base_cost_usd
+    return 1.0 - _replicas_cost(hardware, base_tps * speedup)[1] / base_cost_usd
 
 
-def _noise(parts: Sequence[tuple[float, _Cell]]) -> float | None:
-    floors = [c.noise_floor for _, c in parts]
-    return None if not floors or any(n is None for n in floors) else max(n for n in floors if n is not None)
-
-
-def _mix_figures(hardware: HardwareSpec, parts: Sequence[tuple[float, _Cell]], total_share: float) -> MixFigures:
-    """Whole-replica figures of the measured ``parts`` (token share, cell) out of ``total_share``."""
-    base_tps = _harmonic_tokens_per_s([(f, c.baseline_tokens_per_s) for f, c in parts]) if parts else None
-    cand_tps = _harmonic_tokens_per_s([(f, c.candidate_tokens_per_s) for f, c in parts]) if parts else None
-    noise = _noise(parts)
-    base = cand = None
-    saving = low = high = None
-    if base_tps and cand_tps:
-        base, cand = _replicas_cost(hardware, base_tps), _replicas_cost(hardware, cand_tps)
-        saving = 1.0 - cand[1] / base[1]
-        low, high = _saving_at_end(hardware, parts, base[1], "low"), _saving_at_end(hardware, parts, base[1], "high")
-    return MixFigures(
-        covered_share=sum(f for f, _ in parts) / total_share if total_share else 0.0,
-        baseline_tokens_per_s_per_replica=base_tps, candidate_tokens_per_s_per_replica=cand_tps,
-        baseline_replicas=base[0] if base else None, candidate_replicas=cand[0] if cand else None,
-        baseline_cost_per_million_usd=base[1] if base else None,
-        candidate_cost_per_million_usd=cand[1] if cand else None,
-        saving_fraction=saving, pessimistic_saving_fraction=low, optimistic_saving_fraction=high,
-        noise_floor=noise, reason=_why_missing(parts, base_tps, cand_tps, low, noise),
-    )
-
-
-def _why_missing(parts: Sequence[tuple[float, _Cell]], base_tps: float | None, cand_tps: float | None,
-                 low: float | None, noise: float | None) -> str | None:
-    if not parts:
+def _why_missing(cells: Sequence[MixCell]) -> str:
+    """Why a selection with measured cells has no claim: a side without qualified tokens somewhere."""
+    if not any(c.measured for c in cells):
         return "no measured cell"
-    if not base_tps or not cand_tps:
-        side = "baseline" if not base_tps else "speculative arm"
-        return f"the {side} has no SLO-qualified tokens in a cell of the mix"
-    missing = [name for name, v in (("speedup interval", low), ("noise floor", noise)) if v is None]
-    return f"a measured cell has no {' or '.join(missing)}" if missing else None
+    return "the speculative arm or the baseline has no SLO-qualified tokens in a measured cell of the mix"
 
 
-def _decision_cell(d: Decision) -> _Cell | str:
-    """The figures a decision gives its cell, or why it is unusable (no comparison)."""
-    c = d.comparison
-    if c is None:
-        return f"unusable: {d.reason}"
-    interval = c.qualified_tps_speedup
-    return _Cell(c.baseline_qualified_tokens_per_s, c.candidate_qualified_tokens_per_s,
-                 interval.low if interval else None, interval.high if interval else None,
-                 d.cost.noise_floor if d.cost else None, d.reason_code if d.reason_code in BLOCKING else None)
-
-
-def _baseline_cell(d: Decision) -> _Cell | str:
-    """Speculation off (k = 0): the candidate is the baseline, speedup exactly 1."""
-    c = d.comparison
-    if c is None:
-        return f"unusable: {d.reason}"
-    base = c.baseline_qualified_tokens_per_s
-    return _Cell(base, base, 1.0, 1.0, d.cost.noise_floor if d.cost else None)
-
-
-Found = dict[CellKey, tuple[int, _Cell | str]]
-"""Per cell of the mix: the k serving it and its figures, or why it is unusable."""
-
-
-def _measured(entry: tuple[int, _Cell | str] | None) -> bool:
-    return entry is not None and isinstance(entry[1], _Cell)
-
-
-def _load_label(mix: TrafficMix, load: float) -> str:
-    return f"c{load:g}" if mix.load_mode == "concurrency" else f"r{load:g}/s"
-
-
-def _check_saving(fleet: MixFigures) -> GateCheck:
-    low, noise = fleet.pessimistic_saving_fraction, fleet.noise_floor
-    if low is None or noise is None:
+def _check_saving(fleet: MixFigures, comparisons: int | None) -> GateCheck:
+    interval = fleet.speedup_corrected
+    if interval is None or fleet.pessimistic_saving_fraction is None:
         return GateCheck(name="saving_beyond_noise", passed=False, detail=f"no figure: {fleet.reason}")
-    sign = ">" if fleet.beyond_noise else "<="
-    return GateCheck(name="saving_beyond_noise", passed=fleet.beyond_noise,
-                     detail=f"pessimistic {low:+.1%} {sign} noise {noise:.1%}")
+    if interval.confidence is None:
+        return GateCheck(name="saving_beyond_noise", passed=False, detail=f"no noise estimate: {fleet.reason}")
+    sign = ">" if fleet.adopted else "<="
+    be = f"x{fleet.break_even_speedup:.3f}" if fleet.break_even_speedup is not None else "none (one replica)"
+    return GateCheck(name="saving_beyond_noise", passed=fleet.adopted, detail=(
+        f"corrected speedup x{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}] low end {sign} "
+        f"break-even {be} (saving at the low end {fleet.pessimistic_saving_fraction:+.1%}; {interval.uncertainty})"))
 
 
 def _check_loads(mix: TrafficMix, cells: Sequence[MixCell]) -> GateCheck:
@@ -266,104 +449,30 @@ def _check_loads(mix: TrafficMix, cells: Sequence[MixCell]) -> GateCheck:
     return GateCheck(name="production_load_distribution", passed=not missing, detail=detail)
 
 
-def _check_classes(per_class: Mapping[str, MixFigures]) -> GateCheck:
-    """At least three classes (every class of the mix when fewer) save beyond noise on their own."""
-    beyond = [name for name, f in per_class.items() if f.beyond_noise]
-    required = min(MIN_CLASSES, len(per_class))
-    return GateCheck(name="prompt_classes", passed=len(beyond) >= required,
+def _check_coverage(fleet: MixFigures, min_coverage: float) -> GateCheck:
+    passed = fleet.covered_share >= min_coverage
+    return GateCheck(name="coverage", passed=passed, detail=(
+        f"measured cells carry {fleet.covered_share:.1%} of the mix, "
+        f"{'at least' if passed else 'under'} analysis.min_coverage {min_coverage:.0%}"))
+
+
+def _check_classes(per_class: Mapping[str, MixFigures], min_coverage: float) -> GateCheck:
+    """At least three classes (the seed's gate) save beyond the noise on their own, each covered."""
+    beyond = [name for name, f in per_class.items() if f.adopted and f.covered_share >= min_coverage]
+    fewer = (f"; the config has {len(per_class)} prompt classes in its mix, fewer than the seed's {MIN_CLASSES}"
+             if len(per_class) < MIN_CLASSES else "")
+    return GateCheck(name="prompt_classes", passed=len(beyond) >= MIN_CLASSES,
                      detail=f"{len(beyond)} of {len(per_class)} classes beyond noise ({', '.join(beyond) or 'none'}), "
-                     f"{required} required")
+                     f"{MIN_CLASSES} required{fewer}")
 
 
 def _check_other_gates(cells: Sequence[MixCell]) -> GateCheck:
-    """No measured cell of the mix was rejected by the SLO or a gate (its decision's reason code)."""
+    """No cell of the mix was rejected by the SLO or a gate, and no candidate cell was unusable."""
     measured = [c for c in cells if c.measured]
     if not measured:
         return GateCheck(name="other_gates", passed=False, detail="no measured cell")
-    blocked = [c for c in measured if c.blocked_by]
+    blocked = [c for c in cells if c.blocked_by]
     codes = sorted({c.blocked_by for c in blocked if c.blocked_by})
-    detail = (f"{len(blocked)} of {len(measured)} measured cells rejected by {', '.join(codes)}" if blocked
+    detail = (f"{len(blocked)} of {len(cells)} cells rejected by {', '.join(codes)}" if blocked
               else f"SLO and gates pass at all {len(measured)} measured cells")
     return GateCheck(name="other_gates", passed=not blocked, detail=detail)
-
-
-def _verdict(name: str, subject: str, sampling: str, config: SweepConfig, mix: TrafficMix,
-             shares: Mapping[CellKey, float], found: Found) -> MixVerdict:
-    """The verdict over the cells of ``shares`` with a positive share; ``found`` gives measured ones."""
-    cells, parts = [], {}
-    for key, share in shares.items():
-        if share <= 0:
-            continue
-        k, got = found.get(key, (None, "not measured"))
-        cells.append(MixCell(prompt_class=key[0], load_value=key[1], token_share=share, k=k,
-                             measured=isinstance(got, _Cell), reason=got if isinstance(got, str) else None,
-                             blocked_by=got.blocked_by if isinstance(got, _Cell) else None))
-        if isinstance(got, _Cell):
-            parts[key] = (share, got)
-    hardware = config.hardware
-    classes = sorted({key[0] for key, share in shares.items() if share > 0})
-    per_class = {name: _mix_figures(hardware, [p for key, p in parts.items() if key[0] == name],
-                                    sum(s for key, s in shares.items() if key[0] == name))
-                 for name in classes}
-    fleet = _mix_figures(hardware, list(parts.values()), sum(s for s in shares.values() if s > 0))
-    return MixVerdict(name=name, subject=subject, sampling=sampling, mix=mix, cells=cells, fleet=fleet,
-                      per_class=per_class,
-                      checks=[_check_saving(fleet), _check_loads(mix, cells), _check_classes(per_class)],
-                      other_gates=_check_other_gates(cells))
-
-
-def _at_mix(decisions: Sequence[Decision], mix: TrafficMix, sampling: str) -> list[Decision]:
-    return [d for d in decisions if d.slice.sampling == sampling and d.slice.load_mode == mix.load_mode]
-
-
-def arm_mix_verdict(
-    decisions: Sequence[Decision], config: SweepConfig, arm: str, sampling: str, mix: TrafficMix | None = None,
-    output_tokens_per_request: Mapping[str, float] | None = None,
-) -> MixVerdict:
-    """One speculative arm (e.g. 'draft-k3') at the mix (default ``effective_mix(config)``).
-
-    ``output_tokens_per_request`` (per class) turns request shares into token shares."""
-    mix = mix or effective_mix(config)
-    found: Found = {(d.slice.prompt_class, d.slice.load_value): (d.slice.k, _decision_cell(d))
-                    for d in _at_mix(decisions, mix, sampling) if d.slice.arm == arm}
-    return _verdict(arm, arm, sampling, config, mix, cell_token_shares(mix, output_tokens_per_request), found)
-
-
-def policy_mix_verdict(
-    decisions: Sequence[Decision], config: SweepConfig, spec_name: str, k_by_load: Mapping[float, int],
-    sampling: str, mix: TrafficMix | None = None, output_tokens_per_request: Mapping[str, float] | None = None,
-) -> MixVerdict:
-    """A k policy of arm spec ``spec_name``: at each load, the decision of the arm with that
-    load's k; k = 0 serves the load with the baseline. A load without a k is not measured."""
-    mix = mix or effective_mix(config)
-    arm_of = {p.k: p.arm for p in arm_plans(config) if p.spec_name == spec_name and p.k is not None}
-    found: Found = {}
-    for d in _at_mix(decisions, mix, sampling):
-        key, k = (d.slice.prompt_class, d.slice.load_value), k_by_load.get(d.slice.load_value)
-        if k is not None and k > 0 and d.slice.arm == arm_of.get(k):
-            found[key] = (k, _decision_cell(d))
-        elif k == 0 and d.slice.arm in arm_of.values() and not _measured(found.get(key)):
-            found[key] = (0, _baseline_cell(d))  # any arm's comparison at the cell carries the baseline
-    ks = ", ".join(f"{_load_label(mix, load)}: k={k}" for load, k in sorted(k_by_load.items()))
-    shares = cell_token_shares(mix, output_tokens_per_request)
-    return _verdict(f"{spec_name}-k-policy", f"{spec_name} k policy ({ks})", sampling, config, mix, shares, found)
-
-
-def mix_verdicts(
-    decisions: Sequence[Decision], policies: Sequence[KPolicyReport], config: SweepConfig,
-    output_tokens_per_request: Mapping[str, float] | None = None,
-) -> list[MixVerdict]:
-    """Every speculative arm at every sampling mode, then each arm spec's all-classes k policy
-    (concurrency mixes only: the policy is a k per concurrency bucket), at the config's effective mix."""
-    mix = effective_mix(config)
-    verdicts = [arm_mix_verdict(decisions, config, plan.arm, sampling.name, mix, output_tokens_per_request)
-                for plan in arm_plans(config) if not plan.is_baseline for sampling in config.sampling]
-    if mix.load_mode != "concurrency":
-        return verdicts
-    for report in policies:
-        policy = report.specfleet
-        if report.peer is None and policy.refused is None and policy.sampling is not None:
-            k_by_load = {float(level.level): level.k for level in policy.levels}
-            verdicts.append(policy_mix_verdict(decisions, config, policy.spec_name, k_by_load, policy.sampling,
-                                               mix, output_tokens_per_request))
-    return verdicts

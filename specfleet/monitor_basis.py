@@ -15,9 +15,10 @@ classes measured there, in the sweep's proportions:
   tokens, over inter-token-latency observations), so the live figure and this one are the same
   quantity. Over all steps, not only those that drafted: for ngram, which proposes nothing without
   a match, ``1 + accepted / drafts`` counts only steps that drafted and reads higher.
-- drift floor: that figure less the sweep's noise floor (the largest baseline spread of the
-  level's classes): at the same step time, tokens per step and decode throughput fall by the same
-  fraction, so a fall beyond the noise floor is one the sweep would have told from noise.
+- drift floor: that figure less the sweep's noise floor (its run-to-run noise in SLO-qualified
+  tokens/s, pooled over every repeated cell, ``specfleet.stats.variance``): at the same step time,
+  tokens per step and decode throughput fall by the same fraction, so a fall beyond the noise
+  floor is one the sweep would have told from noise.
 
 A figure that cannot be formed is None, with the reason in the bucket's notes.
 """
@@ -35,7 +36,7 @@ from specfleet.mix_verdict import MixVerdict
 from specfleet.results.cell import CellResult
 from specfleet.results.records import RequestRecord
 from specfleet.server_args import DeploymentArgs
-from specfleet.stats.noise import baseline_noise, noise_for
+from specfleet.stats.variance import RunNoise
 
 
 class LoadBucket(RecordModel):
@@ -97,7 +98,8 @@ def _acceptance_length(cells: Sequence[CellResult]) -> float | None:
 def choose_arm(sweep_id: str, config: SweepConfig, mix: Sequence[MixVerdict],
                arm: str | None) -> tuple[str, str, bool]:
     """The arm to watch, the sampling mode its figures come from, and whether the sweep adopted it:
-    the named arm, else the adoptable verdict at the traffic mix with the largest saving."""
+    the named arm, else the adoptable verdict at the traffic mix whose corrected interval saves most
+    at its low end (the intervals are simultaneous over the sweep's claims, so the pick is covered)."""
     speculative = [plan.arm for plan in arm_plans(config)[1:]]
     verdicts = [v for v in mix if v.name in speculative]
     if arm is not None:
@@ -112,7 +114,8 @@ def choose_arm(sweep_id: str, config: SweepConfig, mix: Sequence[MixVerdict],
         why = "it formed no verdict at the traffic mix" if not verdicts else "no verdict is adoptable"
         raise InputError(f"{sweep_id}: no speculative arm was adopted at the traffic mix ({why}); "
                          f"name one with --arm to watch it anyway")
-    best = max(adoptable, key=lambda v: -math.inf if v.fleet.saving_fraction is None else v.fleet.saving_fraction)
+    best = max(adoptable, key=lambda v: -math.inf if v.fleet.pessimistic_saving_fraction is None
+               else v.fleet.pessimistic_saving_fraction)
     return best.name, best.sampling, True
 
 
@@ -130,7 +133,8 @@ def _bucket(level: int, bounds: tuple[float | None, float | None], base: Sequenc
     if tokens is None and spec_ms is not None:
         notes.append(f"no stored request records of {arm} at concurrency {level}: no tokens per step, no drift floor")
     if noise is None:
-        notes.append(f"no noise floor at concurrency {level} (no repeated baseline): no drift alert")
+        notes.append(f"no noise floor (no configuration of the sweep was measured twice): no drift alert at "
+                     f"concurrency {level}")
     if tokens is not None and break_even is not None and tokens <= break_even:
         notes.append(f"the sweep's own {arm} cells at concurrency {level} made {tokens:.2f} tokens per step, not "
                      f"above the break-even {break_even:.2f}: speculation did not pay there, the alert fires at once")
@@ -145,7 +149,7 @@ def _bucket(level: int, bounds: tuple[float | None, float | None], base: Sequenc
 
 def monitor_basis(sweep_id: str, config: SweepConfig, cells: Sequence[CellResult],
                   records: Mapping[str, Sequence[RequestRecord]], mix: Sequence[MixVerdict],
-                  deployment: DeploymentArgs, arm: str | None = None) -> MonitorBasis:
+                  deployment: DeploymentArgs, noise: Sequence[RunNoise], arm: str | None = None) -> MonitorBasis:
     """The figures per concurrency level for the adopted arm (or ``arm``); ``records`` by cell key."""
     chosen, sampling, adopted = choose_arm(sweep_id, config, mix, arm)
     levels = sorted(config.load.concurrency)
@@ -153,18 +157,13 @@ def monitor_basis(sweep_id: str, config: SweepConfig, cells: Sequence[CellResult
         raise InputError(f"{sweep_id}: measured at request rates only; the alerts' load buckets are concurrency "
                          f"levels (vLLM's running-requests gauge)")
     plan = next(p for p in arm_plans(config) if p.arm == chosen)
-    floors = baseline_noise(cells)
+    floor = next((n.relative_sd for n in noise if n.metric == "qualified_tokens_per_s"), None)
 
     def at(level: int, arm_id: str | None) -> list[CellResult]:
         return [c for c in cells if c.usable and c.identity.concurrency == level and c.identity.sampling == sampling
                 and (c.identity.arm == arm_id if arm_id else c.identity.method == "baseline")]
 
-    def noise(level: int) -> float | None:
-        found = [n for pc in config.prompt_classes
-                 if (n := noise_for((pc.name, "concurrency", float(level), sampling), floors)[0]) is not None]
-        return max(found) if found else None
-
-    buckets = [_bucket(level, bounds, at(level, None), at(level, chosen), records, noise(level), chosen)
+    buckets = [_bucket(level, bounds, at(level, None), at(level, chosen), records, floor, chosen)
                for level, bounds in zip(levels, running_bounds(levels), strict=True)]
     if all(b.break_even_tokens_per_step is None for b in buckets):
         raise InputError(f"{sweep_id}: no break-even for {chosen} at any concurrency ({buckets[0].notes[0]})")

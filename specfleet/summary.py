@@ -17,6 +17,7 @@ from specfleet.quality_gates import QualityCheck
 from specfleet.results import ArmTiming
 from specfleet.server_args import DeploymentArgs
 from specfleet.stats.quality import GateResult
+from specfleet.stats.variance import RunNoise
 
 
 class ArmSummary(RecordModel):
@@ -51,6 +52,10 @@ class SweepSummary(RecordModel):
         default_factory=list, description="The verdict at the traffic mix per speculative arm and k policy, "
         "the sweep's headline (empty in summaries written before it existed, or when it could not be formed: "
         "the notes say why).")
+    noise: list[RunNoise] = Field(
+        default_factory=list, description="The sweep's run-to-run noise per figure (SLO-qualified tokens/s, ITL), "
+        "pooled over its repeated cells, with its own interval: what every interval includes (empty in summaries "
+        "written before it was pooled; their decisions are then recomputed).")
     gates: dict[str, list[GateResult]] = Field(description="The equivalence gates per speculative arm.")
     quality: list[QualityCheck] = Field(
         default_factory=list, description="The held-out quality gate per speculative arm, prompt class and "

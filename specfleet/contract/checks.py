@@ -1,5 +1,7 @@
 """Equivalence gates and analysis settings (seed: "An equivalence test that survives numerics")."""
 
+from typing import Literal
+
 from pydantic import Field, PositiveInt
 
 from specfleet.contract.base import ContractModel
@@ -32,6 +34,13 @@ class AnalysisSpec(ContractModel):
     confidence: float = Field(0.95, gt=0.5, lt=1)
     bootstrap_resamples: PositiveInt = 2000
     seed: int = 0
+    error_control: Literal["family_wise", "false_discovery_rate"] = Field(
+        "family_wise", description="How every adopt is corrected for the sweep's many comparisons (cells, "
+        "classes, arms at the mix, k policies): family_wise (max-T, simultaneous intervals) or "
+        "false_discovery_rate (Benjamini-Hochberg, false-coverage-rate intervals).")
+    min_coverage: float = Field(
+        1.0, gt=0, le=1, description="Share of the traffic mix a verdict's measured cells must carry to be "
+        "adoptable; below it the verdict is PARTIAL and never adopted.")
     concurrency_buckets: list[PositiveInt] = Field(
         default_factory=list, description="Bucket edges for the k policy; default the measured levels."
     )

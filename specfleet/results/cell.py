@@ -168,6 +168,10 @@ class CellResult(RecordModel):
     records_file: str | None = Field(None, description="Per-request Parquet, relative to the results dir.")
     engine_version: str | None = None
     started_at: str | None = None
+    server: str | None = Field(
+        None, description="The server life that measured the cell (its name and start time): windows of one "
+        "server share its offset in the run-to-run noise (specfleet.stats.variance). None in cells stored "
+        "before it was recorded, or measured against an endpoint specfleet did not start.")
 
     @property
     def usable(self) -> bool:

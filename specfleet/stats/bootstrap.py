@@ -13,20 +13,43 @@ from pydantic import Field
 from specfleet.contract.base import RecordModel
 
 FloatArray = npt.NDArray[np.float64]
-Basis = Literal["requests", "repeats", "items"]
+Basis = Literal["runs", "paired_runs", "requests", "repeats", "items"]
+
+UNCERTAINTY: dict[str, str] = {
+    "runs": "request-level spread, run-to-run and server-to-server noise pooled over the sweep",
+    "paired_runs": "request-level spread paired prompt by prompt, and the sweep's replica-to-replica noise",
+    "requests": "request-level spread only: no estimate of run-to-run noise, so not a confidence interval",
+    "repeats": "repeated cells (summaries written before the run-to-run noise was pooled)",
+    "items": "scored-set items, paired",
+}
+"""What each basis's interval includes, in the words every output shows beside it."""
 
 
 class Interval(RecordModel):
-    """A point estimate with a percentile-bootstrap interval (None when it cannot be formed)."""
+    """A point estimate with an interval (None ends when it cannot be formed). ``confidence`` is
+    None where the interval states none: it then covers request-level spread only."""
 
     estimate: float
     low: float | None
     high: float | None
-    confidence: float
+    confidence: float | None
     basis: Basis = Field(
-        description="What was resampled: requests within cells, repeated cells, or scored-set items (paired)."
-    )
-    resamples: int
+        description="What the interval includes (UNCERTAINTY): runs (request-level and run-to-run noise), "
+        "paired_runs (the canary), requests (request-level only), repeats (older summaries), items (quality).")
+    resamples: int | None = Field(description="Bootstrap resamples; None for an analytic (t) interval.")
+    df: float | None = Field(None, description="Degrees of freedom of a t interval (Satterthwaite).")
+    comparisons: int | None = Field(
+        None, description="Comparisons the interval is corrected for (simultaneous over the sweep's family); "
+        "None: marginal, this comparison alone.")
+    correction: str | None = Field(None, description="How it was corrected (max-T, FCR-adjusted), if it was.")
+
+    @property
+    def uncertainty(self) -> str:
+        """What the interval includes, and its confidence (or that it states none)."""
+        level = "no stated confidence" if self.confidence is None else f"{self.confidence:.0%}"
+        corrected = (f", simultaneous over {self.comparisons} comparisons ({self.correction})"
+                     if self.comparisons else "")
+        return f"{level}{corrected}: {UNCERTAINTY[self.basis]}"
 
 
 def _indices(rng: np.random.Generator, n: int, resamples: int) -> npt.NDArray[np.intp]:

@@ -13,6 +13,7 @@ The sample size comes from the declared minimum detectable total-variation dista
 significance and the power (``stochastic_sample_size``).
 """
 
+import zlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -113,17 +114,20 @@ def _df(prompts: int, positions: int, max_categories: int) -> int:
 
 def stochastic_power(
     n_per_arm: int, min_detectable_tv: float, significance: float, prompts: int, positions: int,
-    max_categories: int = 10,
+    max_categories: int = 10, shifted: int | None = None,
 ) -> float:
     """Approximate power with n samples per arm per prompt against a TV shift of
-    ``min_detectable_tv`` at every prompt and position.
+    ``min_detectable_tv`` at ``shifted`` (prompt, position) cells, by default every one: the
+    alternative the sample size is designed for.
 
     For two arms of n each, Pearson's statistic has noncentrality (n/2) sum (p-q)^2/m with
     m = (p+q)/2, at least 2 n TV^2 by Cauchy-Schwarz: the worst case for a given TV.
     Positions are treated as independent here; the permutation keeps the level exact regardless.
+    The arms' samples must be independent (``sample_seeds``).
     """
     df = _df(prompts, positions, max_categories)
-    noncentrality = 2.0 * n_per_arm * min_detectable_tv**2 * prompts * positions
+    cells = prompts * positions if shifted is None else shifted
+    noncentrality = 2.0 * n_per_arm * min_detectable_tv**2 * cells
     critical = stats.chi2.ppf(1.0 - significance, df)
     return float(stats.ncx2.sf(critical, df, noncentrality))
 
@@ -146,6 +150,14 @@ def stochastic_sample_size(
     return high
 
 
+def sample_seeds(seed: int, arm: str, samples: int) -> list[int]:
+    """The sampling seeds of one arm's stochastic probe: drawn from (seed, arm), so no two arms
+    share a seed and their samples are independent, as the two-sample test and its power assume
+    (with one seed list for every arm, the same seed can make the same choices on both)."""
+    sequence = np.random.SeedSequence([seed, zlib.crc32(arm.encode())])
+    return [int(s) for s in sequence.generate_state(samples, dtype=np.uint32) >> 1]
+
+
 def planned_samples_per_prompt(spec: StochasticTestSpec, prompts: int) -> tuple[int, int]:
     """(required, planned) samples per arm per prompt for the configured design; planned is
     capped at ``max_samples_per_prompt``, and the result then reports itself underpowered."""
@@ -166,7 +178,11 @@ class StochasticResult(RecordModel):
     n_required_per_arm_per_prompt: int
     significance: float
     power: float = Field(description="Declared target power.")
-    achieved_power: float = Field(description="Power at the smallest per-prompt n actually used.")
+    achieved_power: float = Field(description="Power at the smallest per-prompt n actually used, against the "
+                                  "design alternative: a shift of min_detectable_tv at every prompt and position.")
+    power_one_shift: float | None = Field(
+        None, description="Power at the same n against the same shift at one position of one prompt only "
+        "(None in summaries written before it was stated).")
     min_detectable_tv: float
     max_categories: int
     statistic: float
@@ -183,10 +199,13 @@ class StochasticResult(RecordModel):
         passed = not self.reject and self.adequately_powered
         why = "distributions differ" if self.reject else (
             "no difference found" if self.adequately_powered else "underpowered: too few samples")
+        one = "" if self.power_one_shift is None else (
+            f"; against that TV at one position of one prompt only, power {self.power_one_shift:.2f}")
         return GateResult(gate="stochastic_distribution", passed=passed, detail=(
             f"{why}: p={self.p_value:.4f} at significance {self.significance:g}, "
             f"n per arm per prompt {self.min_n_per_arm_per_prompt} (required "
-            f"{self.n_required_per_arm_per_prompt} for TV {self.min_detectable_tv:g} at power {self.power:g})"
+            f"{self.n_required_per_arm_per_prompt} for TV {self.min_detectable_tv:g} at every prompt and position "
+            f"at power {self.power:g}; achieved {self.achieved_power:.2f}{one})"
         ))
 
 
@@ -228,7 +247,8 @@ def stochastic_equivalence(
         n_required_per_arm_per_prompt=stochastic_sample_size(min_detectable_tv, significance, power,
                                                              len(a), positions, max_categories),
         significance=significance, power=power,
-        achieved_power=stochastic_power(n_min, *design), min_detectable_tv=min_detectable_tv,
+        achieved_power=stochastic_power(n_min, *design),
+        power_one_shift=stochastic_power(n_min, *design, shifted=1), min_detectable_tv=min_detectable_tv,
         max_categories=max_categories, statistic=observed, degrees_of_freedom=df,
         permutations=permutations, p_value=p_value, reject=p_value <= significance,
     )

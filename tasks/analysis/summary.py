@@ -50,7 +50,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
                          timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
               for r in reports],
-        mix=analysis.mix,
+        mix=analysis.mix, noise=analysis.noise,
         gates=analysis.gates, quality=analysis.quality, notes=[*plan.warnings, *analysis.notes],
         cost_table=decision_rows(analysis.decisions, plan.config),
         negative_cells=negative_cells(analysis.decisions, plan.config),

@@ -80,8 +80,10 @@ async def measure_cell(
     store: ResultsStore | None = None,
     server_alive: Callable[[], bool] | None = None,
     engine_version: str | None = None,
+    server: str | None = None,
 ) -> CellResult:
-    """Warm up, snapshot telemetry, run the measured requests, snapshot again, assemble, store."""
+    """Warm up, snapshot telemetry, run the measured requests, snapshot again, assemble, store.
+    ``server`` names the server life the endpoint is (``CellResult.server``)."""
     started_at = datetime.now(UTC).isoformat()
     async with httpx.AsyncClient(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=10) as client:
         await _reset_prefix_cache(client)
@@ -114,7 +116,7 @@ async def measure_cell(
         kv_cache=parse_kv_cache_info(after) if after else None,
         server_failed=server_failed, runner_reasons=[saturated] if saturated else [], client_lag_p99_ms=lag_ms,
         records_file=records_file, engine_version=engine_version, started_at=started_at,
-        stop_reason=_stop_reason(stopper),
+        stop_reason=_stop_reason(stopper), server=server,
     )
     if store is not None:
         store.write_cell(cell)

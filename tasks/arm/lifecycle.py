@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from specfleet.budget import CellBudget, NotMeasured, bracket_keys, by_priority, fits, not_measured
@@ -21,7 +22,7 @@ from specfleet.replicas import server_name
 from specfleet.results import ArmTiming, CellResult
 from specfleet.scored_set import ScoredSet
 from specfleet.server_args import server_args, server_env
-from specfleet.stats.equivalence import planned_samples_per_prompt
+from specfleet.stats.equivalence import planned_samples_per_prompt, sample_seeds
 from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow, find_counter
 from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
@@ -147,8 +148,8 @@ async def _probe(config: SweepConfig, arm: ArmPlan, endpoint: ServerEndpoint, pr
     spec, sampled = config.equivalence.stochastic, None
     if spec is not None:
         _, planned = planned_samples_per_prompt(spec, len(prompts))
-        sampled = await stochastic_probe(
-            endpoint, prompts, planned, spec.tokens_per_sample, spec.temperature, config.analysis.seed)
+        sampled = await stochastic_probe(endpoint, prompts, sample_seeds(config.analysis.seed, arm.arm, planned),
+                                         spec.tokens_per_sample, spec.temperature)
     payload = EquivalenceProbe(arm=arm.arm, greedy=greedy, greedy_repeat=repeat, stochastic=sampled)
     store.write_json(probe_file("equivalence", arm.arm), payload)
 
@@ -245,6 +246,7 @@ class _ArmRun:
         engine_version = engine_distribution()[1]
         self.clock.server_starts += 1
         with _server(config, arm, self.resolved, self.log_path) as server:
+            life = f"{self.log_path.stem}@{datetime.now(UTC).isoformat(timespec='seconds')}"
             phases["startup_s"] += server.startup_s or 0.0
             endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
             if probe or scored_sets is not None:
@@ -260,7 +262,7 @@ class _ArmRun:
                     continue
                 t0 = time.monotonic()
                 plan = cell_plan(config, identity, key, self.prompts_by_class[identity.prompt_class])
-                cell = run_async(measure_cell(endpoint, plan, energy, store, server.survived, engine_version))
+                cell = run_async(measure_cell(endpoint, plan, energy, store, server.survived, engine_version, life))
                 phases["measured_s"] += cell.throughput.duration_s
                 phases["warmup_s"] += max(0.0, time.monotonic() - t0 - cell.throughput.duration_s)
                 if not server.alive():  # failed (re-measured on resume), whenever in the cell it died

@@ -3,7 +3,7 @@ measured window: greedy completions and stochastic samples as token ids (the equ
 and answers to the scored sets as text (the quality gate)."""
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import httpx
 
@@ -43,22 +43,21 @@ async def greedy_probe(endpoint: ServerEndpoint, prompts: list[PromptItem], max_
 
 
 async def stochastic_probe(
-    endpoint: ServerEndpoint, prompts: list[PromptItem], samples_per_prompt: int, tokens_per_sample: int,
-    temperature: float, seed: int, max_in_flight: int = 16,
+    endpoint: ServerEndpoint, prompts: list[PromptItem], seeds: Sequence[int], tokens_per_sample: int,
+    temperature: float, max_in_flight: int = 16,
 ) -> dict[str, list[list[int]]]:
-    """``samples_per_prompt`` independent continuations per prompt, each with its own seed."""
+    """One continuation per seed for each prompt: this arm's own seeds
+    (``specfleet.stats.equivalence.sample_seeds``), so two arms' samples are independent."""
     gate = asyncio.Semaphore(max_in_flight)
 
-    async def one(client: httpx.AsyncClient, prompt: PromptItem, i: int) -> list[int]:
+    async def one(client: httpx.AsyncClient, prompt: PromptItem, seed: int) -> list[int]:
         async with gate:
-            return await _generate(client, endpoint, prompt, tokens_per_sample, temperature, seed + i)
+            return await _generate(client, endpoint, prompt, tokens_per_sample, temperature, seed)
 
     async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=300) as client:
         results = {}
         for prompt in prompts:
-            results[prompt.id] = list(
-                await asyncio.gather(*(one(client, prompt, i) for i in range(samples_per_prompt)))
-            )
+            results[prompt.id] = list(await asyncio.gather(*(one(client, prompt, seed) for seed in seeds)))
     return results
 
 

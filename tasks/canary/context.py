@@ -8,8 +8,13 @@ from pathlib import Path
 
 from specfleet.canary import CanaryResult
 from specfleet.contract import AnalysisSpec, SLOSpec
+from specfleet.contract.matrix import arm_plans
+from specfleet.contract.workload import LoadSpec
 from specfleet.errors import InputError
-from specfleet.stats.noise import baseline_noise, sweep_noise_floor
+from specfleet.evidence import Evidence
+from specfleet.stats.runs import Metric, RunValue
+from specfleet.stats.samples import CellSample
+from specfleet.stats.variance import NO_REPEATS, NoiseDesign, RunNoise
 from tasks.arm.cell import CellPlan
 from tasks.engine.endpoint_check import check_openai_endpoint, served_models
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, ServerEndpoint
@@ -20,6 +25,9 @@ DEFAULT_QUALITY_TOLERANCE = 0.1
 NO_SLO_MS = float("inf")
 STANDALONE_EXPERIMENT = "specfleet-canary"
 CLIENT_LAG_LIMIT_MS = CellPlan.client_lag_limit_ms
+MAX_ERROR_FRACTION = float(LoadSpec.model_fields["max_error_fraction"].default)
+"""A replica with more failed requests has a cell that is not usable: its class is not compared."""
+NO_SWEEP = "no sweep (--from): no estimate of replica-to-replica noise"
 
 
 @dataclass(frozen=True)
@@ -37,8 +45,9 @@ class CanaryLoad:
 
 @dataclass(frozen=True)
 class SweepContext:
-    """What the canary reads from a sweep: its SLO and analysis settings, its baseline noise, the
-    break-even tokens per step of the candidate's arm, and the speculation-off server arguments."""
+    """What the canary reads from a sweep: its SLO and analysis settings, its run-to-run noise (and
+    the repeated runs it was estimated from, so the canary's intervals redraw it), the break-even
+    tokens per step of the candidate's arm, and the speculation-off server arguments."""
 
     sweep_id: str | None
     experiment: str
@@ -46,9 +55,9 @@ class SweepContext:
     slo: SLOSpec
     analysis: AnalysisSpec
     quality_tolerance: float
-    floors: dict[str, float]
-    """Largest baseline spread per prompt class at the canary's load."""
-    sweep_floor: float | None
+    noise: dict[Metric, RunNoise]
+    noise_runs: list[RunValue]
+    """The sweep's repeated runs (both figures): what ``noise`` was estimated from."""
     arm: str | None
     break_even_tokens_per_step: float | None
     """At the canary's load, for ``arm`` (the monitor's figure: speculative step / baseline step)."""
@@ -56,21 +65,28 @@ class SweepContext:
     notes: list[str]
     client_lag_limit_ms: float = CLIENT_LAG_LIMIT_MS
     """A cell whose client fell further behind is invalid: the sweep's setting with ``--from``."""
+    max_error_fraction: float = MAX_ERROR_FRACTION
+    """A cell with more failed requests is invalid: the sweep's setting with ``--from``."""
 
-    def noise(self, prompt_class: str) -> tuple[float | None, str]:
-        if self.sweep_id is None:
-            return None, "no sweep (--from): bootstrap intervals over requests only"
-        if prompt_class in self.floors:
-            return self.floors[prompt_class], f"{self.sweep_id}: baseline spread of {prompt_class} at this load"
-        if self.sweep_floor is not None:
-            return self.sweep_floor, f"{self.sweep_id}: largest baseline spread in the sweep"
-        return None, f"{self.sweep_id}: no repeated baseline; bootstrap intervals over requests only"
+
+def no_noise(confidence: float, why: str) -> dict[Metric, RunNoise]:
+    return {metric: RunNoise(metric=metric, identified="none", server_var=None, run_var=None, runs=0, groups=0,
+                             servers=0, relative_sd=None, relative_sd_low=None, relative_sd_high=None,
+                             confidence=confidence, source=why)
+            for metric in ("qualified_tokens_per_s", "itl")}
 
 
 def standalone_context(slo: SLOSpec) -> SweepContext:
-    return SweepContext(sweep_id=None, experiment=STANDALONE_EXPERIMENT, slo=slo, analysis=AnalysisSpec(),
-                        quality_tolerance=DEFAULT_QUALITY_TOLERANCE, floors={}, sweep_floor=None, arm=None,
-                        break_even_tokens_per_step=None, rollback_server_args=None, notes=[])
+    analysis = AnalysisSpec()
+    return SweepContext(sweep_id=None, experiment=STANDALONE_EXPERIMENT, slo=slo, analysis=analysis,
+                        quality_tolerance=DEFAULT_QUALITY_TOLERANCE, noise=no_noise(analysis.confidence, NO_SWEEP),
+                        noise_runs=[], arm=None, break_even_tokens_per_step=None, rollback_server_args=None, notes=[])
+
+
+def _repeated(runs: list[RunValue]) -> list[RunValue]:
+    """The runs in repeated groups: the only ones that say anything about the noise."""
+    design = NoiseDesign.of(runs)
+    return [runs[i] for i in design.rows]
 
 
 def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | None) -> SweepContext:
@@ -81,11 +97,11 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
     from tasks.report.load import find_sweep_dir, load_report_data
 
     data = load_report_data(find_sweep_dir(sweep, results_dir))
-    mode, value = ("concurrency", float(load.concurrency)) if load.concurrency is not None else ("rate", load.rate)
-    floors: dict[str, float] = {}
-    for floor in baseline_noise(data.cells).values():
-        if (floor.load_mode, floor.load_value) == (mode, value) and floor.relative_spread is not None:
-            floors[floor.prompt_class] = max(floors.get(floor.prompt_class, 0.0), floor.relative_spread)
+    config = data.config
+    samples = {c.key: CellSample.from_records(c, data.records[c.key], config.slo)
+               for c in data.cells if c.usable and c.key in data.records}
+    evidence = Evidence.of(data.cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm)
+    noise_runs = [*_repeated(evidence.tps.runs), *_repeated(evidence.itl.runs)]
     tolerance = data.config.equivalence.quality_tolerance
     break_even, watched, notes = None, arm, []
     try:
@@ -100,11 +116,15 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
             raise
         notes.append(f"no break-even: {err}")
     off = data.server_args.speculation_off if data.server_args is not None else None
+    if not evidence.noise["qualified_tokens_per_s"].estimated:
+        notes.append(f"{data.sweep_id}: {evidence.noise['qualified_tokens_per_s'].source or NO_REPEATS}: "
+                     "no estimate of replica-to-replica noise")
     return SweepContext(
-        sweep_id=data.sweep_id, experiment=data.config.name, slo=data.config.slo, analysis=data.config.analysis,
-        quality_tolerance=DEFAULT_QUALITY_TOLERANCE if tolerance is None else tolerance, floors=floors,
-        sweep_floor=sweep_noise_floor(baseline_noise(data.cells)), arm=watched, break_even_tokens_per_step=break_even,
-        rollback_server_args=off, notes=notes, client_lag_limit_ms=data.config.load.client_lag_limit_ms)
+        sweep_id=data.sweep_id, experiment=config.name, slo=config.slo, analysis=config.analysis,
+        quality_tolerance=DEFAULT_QUALITY_TOLERANCE if tolerance is None else tolerance, noise=evidence.noise,
+        noise_runs=noise_runs, arm=watched, break_even_tokens_per_step=break_even, rollback_server_args=off,
+        notes=notes, client_lag_limit_ms=config.load.client_lag_limit_ms,
+        max_error_fraction=config.load.max_error_fraction)
 
 
 def _replica(url: str, flag: str, model: str | None, api_key: str | None) -> ServerEndpoint:

@@ -1,10 +1,12 @@
 """``specfleet canary``'s measurements: per prompt class, the same prompts in the same order at the
 same load to a baseline and a candidate replica side by side, each class's scored set answered
-by both, and the sweep's noise floor, break-even and rollback arguments (``--from``).
+by both, and the sweep's noise, break-even and rollback arguments (``--from``). Every class's
+claims go into one family (``specfleet.decision_rule``), paired prompt by prompt;
 ``specfleet.canary`` makes the verdict; the cells and records are stored like a sweep's."""
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,18 +15,22 @@ import numpy as np
 
 from specfleet.acceptance import client_mean_acceptance_length
 from specfleet.canary import (
+    REPLICAS,
     AcceptanceFigure,
     CanaryResult,
     ClassComparison,
+    PairedClass,
     Replica,
     UnusableCell,
     acceptance_figure,
+    canary_family,
     canary_verdict,
+    class_claims,
     compare_class,
     uncompared_class,
 )
 from specfleet.contract import CellIdentity, SamplingSpec
-from specfleet.decisions import compare_cells
+from specfleet.decision_rule import Claim, ClaimResult
 from specfleet.prompts import PromptItem
 from specfleet.results import CellResult
 from specfleet.results.records import RequestRecord
@@ -40,7 +46,6 @@ from tasks.plan.prompt_sets import bundled_dir, resolve_prompts
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ResultsStore
 
-REPLICAS: tuple[Replica, Replica] = ("baseline", "candidate")
 TWO_REPLICAS = "canary: two replicas measured at once; energy is not attributable to either"
 
 
@@ -54,7 +59,7 @@ def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, co
                                sampling=SamplingSpec(name="canary", temperature=load.temperature), timeout_s=300.0)
     return CellPlan(identity=identity, key=identity.key(canary_id), prompts=prompts, settings=settings,
                     load=load.load(), requests=load.requests, warmup_requests=load.warmup, slo=context.slo,
-                    max_error_fraction=1.0, client_lag_limit_ms=context.client_lag_limit_ms)
+                    max_error_fraction=context.max_error_fraction, client_lag_limit_ms=context.client_lag_limit_ms)
 
 
 async def _side_by_side(replicas: Sequence[ServerEndpoint], plans: Sequence[CellPlan],
@@ -98,25 +103,39 @@ def _quality(replicas: Sequence[ServerEndpoint], class_name: str, load: CanaryLo
                         resamples=context.analysis.bootstrap_resamples, rng=rng)
 
 
-def _compare(class_name: str, bundled: bool, replicas: Sequence[ServerEndpoint], cells: Sequence[CellResult],
-             records: Sequence[Sequence[RequestRecord]], load: CanaryLoad, context: SweepContext,
-             rng: np.random.Generator) -> ClassComparison:
-    """One class from its two stored cells. A cell that is not usable keeps the class from being
-    compared; what can still be said (the other replica's acceptance, the scored set's answers)
-    is kept, and a replica that cannot answer the scored set then leaves quality None with why."""
+@dataclass(frozen=True)
+class _Measured:
+    """One class's two stored cells and records; ``paired`` when both cells are usable (compared)."""
+
+    name: str
+    bundled: bool
+    cells: list[CellResult]
+    records: list[list[RequestRecord]]
+    paired: PairedClass | None
+
+
+def _compared(measured: _Measured, results: Mapping[str, ClaimResult], claims: Mapping[str, Claim],
+              replicas: Sequence[ServerEndpoint], load: CanaryLoad, context: SweepContext,
+              rng: np.random.Generator) -> ClassComparison:
+    """A class both replicas measured usably: its decided claims, acceptance and quality."""
+    quality = _quality(replicas, measured.name, load, context, rng) if measured.bundled else None
+    (base_acc, _), (cand_acc, cand_per_step) = (_acceptance(recs) for recs in measured.records)
+    assert measured.paired is not None
+    comparison, decided = class_claims(measured.paired, results, claims, context.slo, context.noise)
+    return compare_class(measured.name, comparison, decided, base_acc, cand_acc, cand_per_step,
+                         context.break_even_tokens_per_step, quality, measured.bundled)
+
+
+def _uncompared(measured: _Measured, replicas: Sequence[ServerEndpoint], load: CanaryLoad, context: SweepContext,
+                rng: np.random.Generator) -> ClassComparison:
+    """A class a replica's unusable cell keeps from being compared; what can still be said (the other
+    replica's acceptance, the scored set's answers) is kept, and a replica that cannot answer the
+    scored set then leaves quality None with why."""
     unusable = {replica: UnusableCell(replica=replica, status=cell.status, reasons=cell.reasons)
-                for replica, cell in zip(REPLICAS, cells, strict=True) if not cell.usable}
-    break_even = context.break_even_tokens_per_step
-    if not unusable:
-        samples = [CellSample.from_records(c, recs, context.slo) for c, recs in zip(cells, records, strict=True)]
-        comparison = compare_cells([samples[0]], [samples[1]], context.slo, context.analysis, rng)
-        quality = _quality(replicas, class_name, load, context, rng) if bundled else None
-        (base_acc, _), (cand_acc, cand_per_step) = (_acceptance(recs) for recs in records)
-        noise, _ = context.noise(class_name)
-        return compare_class(class_name, comparison, base_acc, cand_acc, cand_per_step, noise, break_even, quality)
+                for replica, cell in zip(REPLICAS, measured.cells, strict=True) if not cell.usable}
     quality, quality_note = None, None
     try:
-        quality = _quality(replicas, class_name, load, context, rng) if bundled else None
+        quality = _quality(replicas, measured.name, load, context, rng) if measured.bundled else None
     except httpx.HTTPError as err:  # a replica that stopped answering; the class is not compared anyway
         quality_note = f"a replica could not answer the scored set: {type(err).__name__}: {err}"
 
@@ -124,32 +143,42 @@ def _compare(class_name: str, bundled: bool, replicas: Sequence[ServerEndpoint],
         cell = unusable.get(replica)
         return _acceptance(recs) if cell is None else (cell.acceptance(), None)
 
-    (base_acc, _), (cand_acc, cand_per_step) = (side(r, recs) for r, recs in zip(REPLICAS, records, strict=True))
-    return uncompared_class(class_name, list(unusable.values()), base_acc, cand_acc, cand_per_step, break_even,
-                            quality, quality_note)
+    (base_acc, _), (cand_acc, cand_per_step) = (side(r, recs) for r, recs in
+                                                zip(REPLICAS, measured.records, strict=True))
+    return uncompared_class(measured.name, list(unusable.values()), base_acc, cand_acc, cand_per_step,
+                            context.break_even_tokens_per_step, quality, quality_note, measured.bundled)
 
 
 def run_canary(replicas: Sequence[ServerEndpoint], prompt_sets: Sequence[str], load: CanaryLoad,
                context: SweepContext, results_dir: Path) -> tuple[CanaryResult, Path]:
-    """Each class side by side on both replicas, then the verdict; returns it and the canary's folder.
-    A class whose cell is not usable on either replica is stored and reported as not compared."""
+    """Each class side by side on both replicas, then every class's claims decided together, then the
+    verdict; returns it and the canary's folder. A class whose cell is not usable on either replica
+    is stored and reported as not compared."""
     classes = {name: resolve_prompts(name) for name in prompt_sets}
     canary_id = f"canary-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     store = ResultsStore(results_dir, canary_id)
     rng = np.random.default_rng(context.analysis.seed)
-    compared: list[ClassComparison] = []
+    measured: list[_Measured] = []
     for name, prompts in classes.items():
         class_name = Path(name).stem
         plans = [_plan(class_name, prompts, load, context, replica, canary_id) for replica in REPLICAS]
         cells = run_async(_side_by_side(replicas, plans, store))
         records = [read_records_parquet(store.records_path(plan.key)) for plan in plans]
-        compared.append(_compare(class_name, Path(name).suffix == "", replicas, cells, records, load, context, rng))
-    verdict, reason = canary_verdict(compared)
-    noises = {context.noise(c.prompt_class) for c in compared}
-    floor = max((n for n, _ in noises if n is not None), default=None)
+        paired = (PairedClass(class_name, *(CellSample.from_records(c, recs, context.slo)
+                                            for c, recs in zip(cells, records, strict=True)))
+                  if all(c.usable for c in cells) else None)
+        measured.append(_Measured(class_name, Path(name).suffix == "", cells, records, paired))
+    family, claims = canary_family([m.paired for m in measured if m.paired is not None], context.noise_runs,
+                                   context.noise, context.slo, context.analysis)
+    results = family.decide()
+    compared = [_compared(m, results, claims[m.name], replicas, load, context, rng) if m.paired is not None
+                else _uncompared(m, replicas, load, context, rng) for m in measured]
+    noise = context.noise["qualified_tokens_per_s"]
+    verdict, reason = canary_verdict(compared, noise.estimated)
     result = CanaryResult(
-        verdict=verdict, reason=reason, noise_floor=floor, noise_source="; ".join(sorted(s for _, s in noises)),
-        sweep_id=context.sweep_id, arm=context.arm, rollback_server_args=context.rollback_server_args,
-        classes=compared)
+        verdict=verdict, reason=reason, noise_floor=noise.relative_sd,
+        noise_source=f"{context.sweep_id}: {noise.source}" if context.sweep_id else noise.source,
+        comparisons=len(family.claims) or None, sweep_id=context.sweep_id, arm=context.arm,
+        rollback_server_args=context.rollback_server_args, classes=compared)
     store.write_json("canary.json", result)
     return result, store.dir

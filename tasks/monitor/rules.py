@@ -22,7 +22,8 @@ def sweep_basis(sweep: str, results_root: Path, arm: str | None) -> tuple[Monito
     data = load_report_data(find_sweep_dir(sweep, results_root))
     stored = data.server_args
     deployment = stored if stored is not None else deployment_args(data.config, {}, SERVED_MODEL_NAME)
-    basis = monitor_basis(data.sweep_id, data.config, data.cells, data.records, data.mix, deployment, arm)
+    basis = monitor_basis(data.sweep_id, data.config, data.cells, data.records, data.mix, deployment, data.noise,
+                          arm)
     notes = [] if stored is not None else [NO_STORED_ARGS]
     return basis, notes + [note for bucket in basis.buckets for note in bucket.notes]
 

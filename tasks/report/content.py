@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from specfleet.acceptance import ClassAcceptance, class_acceptance
+from specfleet.class_verdict import ClassVerdict, class_verdicts
 from specfleet.decision_table import DecisionRow, decision_rows, negative_cells
 from specfleet.kpolicy import KPolicy
 from tasks.report.diff import SweepDiff, diff_sweeps
@@ -20,15 +21,7 @@ from tasks.report.measures import (
     read_together_notes,
 )
 from tasks.report.predicted import PredictedView, predicted_view
-from tasks.report.views import (
-    ClassVerdict,
-    HeatMap,
-    TheoryRow,
-    class_verdicts,
-    heat_maps,
-    modelled_grid,
-    theory_rows,
-)
+from tasks.report.views import HeatMap, TheoryRow, heat_maps, modelled_grid, theory_rows
 
 
 @dataclass(frozen=True)
@@ -70,7 +63,7 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
     return ReportContent(
         data=data, draft_cost_ratio=draft_cost_ratio,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        verdicts=class_verdicts(data),
+        verdicts=class_verdicts(data.config, data.decisions, data.mix, data.policies),
         deployable=[(p.specfleet, p.specfleet.speculative_config()) for p in data.policies if p.peer is None],
         maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
         latency=latency_curves(data), read_together=read_together_notes(data),

@@ -3,10 +3,10 @@ every matched decision with the cells whose verdict flipped listed first."""
 
 from dataclasses import dataclass
 
+from specfleet.class_verdict import load_label, row_label
 from specfleet.decisions import Decision
 from specfleet.fingerprint import changed_parts
 from tasks.report.load import ReportData
-from tasks.report.views import load_label, row_label
 from tasks.tracking.names import contract_params
 
 ABSENT = "(absent)"

@@ -17,7 +17,12 @@ def pct(value: float | None, signed: bool = True) -> str:
 
 
 def speedup(interval: Interval | None) -> str:
-    return NA if interval is None else speedup_range(interval.estimate, interval.low, interval.high)
+    """The speedup and its interval; an interval that states no confidence (request-level spread
+    only: no run-to-run estimate) says so."""
+    if interval is None:
+        return NA
+    text = speedup_range(interval.estimate, interval.low, interval.high)
+    return text if interval.confidence is not None else f"{text} (request spread only, no stated confidence)"
 
 
 def speedup_range(estimate: float | None, low: float | None, high: float | None) -> str:

@@ -6,6 +6,7 @@ The CLI, ``summary.md`` and the report all open with these; per-cell detail stay
 import os
 from collections.abc import Mapping, Sequence
 
+from specfleet.class_verdict import load_label
 from specfleet.decisions import Decision
 from specfleet.mix_verdict import GateCheck, MixCell, MixFigures, MixVerdict
 from specfleet.quality_gates import QualityCheck
@@ -13,7 +14,6 @@ from specfleet.stats.quality import GateResult
 from specfleet.traffic import TrafficMix
 from tasks.report import fmt
 from tasks.report.tables import Column, gate_line, markdown_table
-from tasks.report.views import load_label
 
 MIX_TITLE = "Verdict at the traffic mix (cost per million SLO-qualified tokens on whole replicas)"
 ClassFigures = tuple[MixVerdict, str, MixFigures]

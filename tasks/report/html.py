@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from specfleet.class_verdict import load_label
 from specfleet.decision_table import DecisionRow
 from tasks.report import fmt, plots
 from tasks.report.content import ReportContent
@@ -24,7 +25,6 @@ from tasks.report.tables import (
     not_measured_line,
     not_measured_title,
 )
-from tasks.report.views import load_label
 
 TEMPLATE = "report.html.j2"
 NEGATIVE_LEADING = ("prompt_class", "sampling", "load_mode", "load_value", "method", "k", "verdict", "reason_code",

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from specfleet.analysis import analyse_sweep, sweep_mix, sweep_quality
+from specfleet.analysis import analyse_sweep, sweep_quality
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
 from specfleet.engine_findings import EngineCheck
@@ -24,6 +24,7 @@ from specfleet.not_measured import NotMeasuredCell
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import CellResult, RequestRecord
 from specfleet.server_args import DeploymentArgs
+from specfleet.stats.variance import RunNoise
 from specfleet.summary import SweepSummary
 from tasks.analysis.aggregate import stored_engine_checks, stored_probes, stored_quality, stored_records
 from tasks.plan.config import load_sweep_config
@@ -48,6 +49,8 @@ class ReportData:
     policies: list[KPolicyReport]
     mix: list[MixVerdict]
     """The verdicts at the traffic mix (empty, with a note saying why, when none could be formed)."""
+    noise: list[RunNoise]
+    """The sweep's run-to-run noise per figure: the noise floor every interval includes."""
     decisions_source: str
     notes: list[str]
     failed_cells: list[str]
@@ -109,23 +112,26 @@ def load_report_data(sweep_dir: Path) -> ReportData:
     engine = stored_engine_checks(sweep_dir)
     equivalence = arm_equivalence(config, arm_plans(config), probes, engine.findings)
     summary_path = sweep_dir / SUMMARY_FILE
-    if summary_path.is_file():
-        summary = SweepSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
-        decisions, policies, mix = summary.decisions, summary.k_policy, summary.mix
+    summary = (SweepSummary.model_validate_json(summary_path.read_text(encoding="utf-8"))
+               if summary_path.is_file() else None)
+    if summary is not None and summary.noise:
+        decisions, policies, mix, noise = summary.decisions, summary.k_policy, summary.mix, summary.noise
         origin, notes, failed = f"the sweep's {SUMMARY_FILE}", summary.notes, summary.failed_cells
         not_measured, server_args = summary.not_measured, summary.server_args
-        if not mix:  # a summary written before the verdict at the mix existed: made from its decisions
-            mix, why = sweep_mix(config, decisions, policies, cells, records)
-            notes = notes if why is None or why in notes else [*notes, why]
     else:
         analysis = analyse_sweep(config, cells, records, probes, answers, engine.findings)
-        decisions, policies, mix = analysis.decisions, analysis.policies, analysis.mix
-        origin = f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
-        notes, failed, not_measured, server_args = analysis.notes, [], [], None
+        decisions, policies, mix, noise = analysis.decisions, analysis.policies, analysis.mix, analysis.noise
+        origin = (f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
+                  if summary is None else f"recomputed from the stored cells (its {SUMMARY_FILE} was written before "
+                  "the run-to-run noise was pooled: its decisions followed an older rule)")
+        notes = analysis.notes
+        failed = summary.failed_cells if summary is not None else []
+        not_measured = summary.not_measured if summary is not None else []
+        server_args = summary.server_args if summary is not None else None
     return ReportData(
         sweep_id=sweep_dir.name, sweep_dir=sweep_dir, config=config, config_source=source,
         fingerprint=Fingerprint.model_validate(stored["fingerprint"]), cells=cells, records=records,
         equivalence=equivalence, quality=sweep_quality(config, answers, engine.findings), decisions=decisions,
-        policies=policies, mix=mix, decisions_source=origin, notes=notes, failed_cells=failed,
+        policies=policies, mix=mix, noise=noise, decisions_source=origin, notes=notes, failed_cells=failed,
         not_measured=not_measured, engine_checks=engine.checks, server_args=server_args,
     )

@@ -25,7 +25,6 @@ from tasks.report.tables import (
     not_measured_line,
     not_measured_title,
 )
-from tasks.report.views import load_label
 
 
 def summary_markdown(summary: SweepSummary) -> str:
@@ -79,20 +78,19 @@ def server_args_lines(summary: SweepSummary) -> list[str]:
 
 
 def _decision_lines(content: ReportContent) -> list[str]:
-    header = ("prompt class", "verdict", "best arm (method, k)", "load", "saving", "saving interval", "speedup [CI]",
-              "reason")
+    header = ("prompt class", "verdict", "best arm (method, k)", "saving", "saving interval (corrected)",
+              "speedup [corrected]", "comparisons", "reason", "cells adopted")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for v in content.verdicts:
-        p = v.pick
-        if p is None:
-            lines.append(f"| {v.label} | {v.verdict} | {fmt.NA} | | | | | no speculative cell was compared |")
+        f = v.figures
+        if f is None or v.arm is None:
+            lines.append(f"| {v.label} | {v.verdict} | {fmt.NA} | | | | | {v.reason} | |")
             continue
         lines.append(
-            f"| {v.label} | **{v.verdict}** | {p.slice.arm} ({p.slice.method}, k={p.slice.k}) | "
-            f"{load_label(p.slice.load_mode, p.slice.load_value)} | "
-            f"{fmt.pct(p.cost.saving_fraction if p.cost else None)} | "
-            f"{fmt.saving_range(v.saving_low, v.saving_high)} | "
-            f"{fmt.speedup(p.interval)} | {p.reason.replace('|', '/')} |")
+            f"| {v.label} | **{v.verdict}** | {v.arm} ({v.method}, k={v.k}) | {fmt.pct(f.saving_fraction)} | "
+            f"{fmt.saving_range(f.pessimistic_saving_fraction, f.optimistic_saving_fraction)} | "
+            f"{fmt.speedup(f.speedup_corrected)} | {v.comparisons or fmt.NA} | {v.reason.replace('|', '/')} | "
+            f"{', '.join(v.adopted_at) or 'none'} |")
     return lines
 
 

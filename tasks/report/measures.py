@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from specfleet.class_verdict import load_label
 from specfleet.contract import arm_plans
 from specfleet.metrics import (
     chunks_read_together_fraction,
@@ -17,7 +18,6 @@ from specfleet.metrics import (
 )
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
 from tasks.report.load import ReportData
-from tasks.report.views import load_label
 from tasks.tracking.names import contract_params
 
 Series = Callable[[Iterable[RequestRecord]], list[float]]

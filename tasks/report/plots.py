@@ -56,8 +56,9 @@ def heat_spread(maps: Sequence[HeatMap]) -> float:
 
 
 def heat_map_png(m: HeatMap, spread: float) -> str:
-    """Speedup per (row, load) on a diverging scale centred on 1.0; '*' marks cells outside
-    the noise band, a black frame marks cells below 1.0, grey cells were not measured."""
+    """Speedup per (row, load) on a diverging scale centred on 1.0; '*' marks cells whose corrected
+    interval saves a whole replica (the one rule, gates aside), a black frame marks cells below 1.0,
+    grey cells were not measured."""
     values = np.full((len(m.rows), len(m.cols)), np.nan)
     for (row, col), measured in m.cells.items():
         if measured.speedup is not None:
@@ -78,7 +79,7 @@ def heat_map_png(m: HeatMap, spread: float) -> str:
                 s = cell.speedup
                 interval = f"\n[{s.low:.2f}, {s.high:.2f}]" if s.low is not None and s.high is not None else ""
                 outcome = cell.verdict if cell.verdict == "adopt" else cell.reason_code
-                text = f"{s.estimate:.2f}x{'*' if cell.outside_noise else ''}{interval}\n{outcome}"
+                text = f"{s.estimate:.2f}x{'*' if cell.beyond_noise else ''}{interval}\n{outcome}"
                 red, green, blue, _ = CMAP(norm(s.estimate))
                 colour = "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
                 if cell.negative:

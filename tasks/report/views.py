@@ -1,28 +1,18 @@
-"""What the decision sections show, derived from ``ReportData`` (no drawing here): the verdict
-per prompt class, a speedup matrix per arm, and the modelled grid beside the measurement."""
+"""What the decision sections show, derived from ``ReportData`` (no drawing here): a speedup
+matrix per arm, and the modelled grid beside the measurement. The verdict per prompt class is the
+core's (``specfleet.class_verdict``)."""
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specfleet.class_verdict import load_label, row_label
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
-from specfleet.kpolicy import KPolicy
 from specfleet.stats.bootstrap import Interval
 from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid
 from tasks.report.load import ReportData
 
 GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-
-
-def load_label(mode: str, value: float) -> str:
-    """``c4`` for closed-loop concurrency 4, ``r2.5/s`` for an open-loop rate (as cell labels)."""
-    return f"c{int(value)}" if mode == "concurrency" else f"r{value:g}/s"
-
-
-def row_label(config: SweepConfig, prompt_class: str, sampling: str) -> str:
-    """The prompt class, with the sampling mode when the sweep has more than one."""
-    return prompt_class if len(config.sampling) == 1 else f"{prompt_class} / {sampling}"
 
 
 def loads(decisions: Sequence[Decision]) -> list[str]:
@@ -31,85 +21,13 @@ def loads(decisions: Sequence[Decision]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class ClassVerdict:
-    """Adopt when any (arm, k) was adopted at any load of the class; ``pick`` is the adopted
-    decision with the largest pessimistic saving, else the rejected one that came closest."""
-
-    label: str
-    prompt_class: str
-    sampling: str
-    verdict: str
-    pick: Decision | None
-    saving_low: float | None
-    saving_high: float | None
-    adopted_at: list[str]
-    policy: KPolicy | None
-    speculative_config: dict[str, object] | None
-    config_note: str
-    """Why there is no config, or that it is a fixed k rather than a per-batch-size schedule."""
-
-
-def saving_bounds(d: Decision) -> tuple[float | None, float | None]:
-    """Whole-replica cost saving at the low and high ends of the speedup interval (the core's figures)."""
-    return (d.cost.pessimistic_saving_fraction, d.cost.optimistic_saving_fraction) if d.cost else (None, None)
-
-
-def _closeness(d: Decision) -> tuple[float, float]:
-    cost = d.cost
-    if cost is None:
-        return (float("-inf"), float("-inf"))
-    return (cost.pessimistic_saving_fraction if cost.pessimistic_saving_fraction is not None else float("-inf"),
-            cost.saving_fraction if cost.saving_fraction is not None else float("-inf"))
-
-
-def _deployable(policy: KPolicy | None, pick: Decision | None, adopted: bool,
-                config: SweepConfig) -> tuple[dict[str, object] | None, str]:
-    if policy is not None:
-        schedule = policy.speculative_config()
-        return schedule, policy.refused or ("" if schedule else "speculation adopted at no measured level: keep it off")
-    if adopted and pick is not None:
-        fixed = next(p.speculative_config for p in arm_plans(config) if p.arm == pick.slice.arm)
-        return fixed, "fixed k: no concurrency levels were measured, so no per-batch-size schedule"
-    return None, "speculation adopted nowhere in this class: keep it off"
-
-
-def class_verdicts(data: ReportData) -> list[ClassVerdict]:
-    spec_of = {p.arm: p.spec_name for p in arm_plans(data.config)}
-    groups: dict[tuple[str, str], list[Decision]] = defaultdict(list)
-    for d in data.decisions:
-        groups[(d.slice.prompt_class, d.slice.sampling)].append(d)
-    out = []
-    for pc in data.config.prompt_classes:
-        for s in data.config.sampling:
-            ds = groups.get((pc.name, s.name), [])
-            adopted = [d for d in ds if d.verdict == "adopt"]
-            pick = max(adopted or ds, key=_closeness) if ds else None
-            policy = None if pick is None else next(
-                (p.specfleet for p in data.policies if p.specfleet.prompt_class == pc.name
-                 and p.specfleet.sampling == s.name and p.specfleet.spec_name == spec_of[pick.slice.arm]), None)
-            low, high = saving_bounds(pick) if pick else (None, None)
-            deploy, note = _deployable(policy, pick, bool(adopted), data.config)
-            out.append(ClassVerdict(
-                label=row_label(data.config, pc.name, s.name), prompt_class=pc.name, sampling=s.name,
-                verdict="adopt" if adopted else "reject", pick=pick, saving_low=low, saving_high=high,
-                adopted_at=[f"{d.slice.arm} @ {load_label(d.slice.load_mode, d.slice.load_value)}" for d in adopted],
-                policy=policy, speculative_config=deploy, config_note=note,
-            ))
-    return out
-
-
-@dataclass(frozen=True)
 class HeatCell:
     speedup: Interval | None
+    """The cell's speedup, this comparison alone."""
     verdict: str
     reason_code: str
-    noise_floor: float | None
-
-    @property
-    def outside_noise(self) -> bool:
-        """|speedup - 1| beyond the baseline's relative spread in qualified tokens/s."""
-        s, noise = self.speedup, self.noise_floor
-        return s is not None and noise is not None and abs(s.estimate - 1.0) > noise
+    beyond_noise: bool
+    """The one rule's answer on the cell's corrected interval (``Decision.beyond_noise``), gates aside."""
 
     @property
     def negative(self) -> bool:
@@ -135,7 +53,7 @@ def heat_maps(data: ReportData) -> list[HeatMap]:
         for d in (d for d in data.decisions if d.slice.arm == plan.arm):
             s = d.slice
             cells[(row_label(data.config, s.prompt_class, s.sampling), load_label(s.load_mode, s.load_value))] = \
-                HeatCell(d.interval, d.verdict, d.reason_code, d.cost.noise_floor if d.cost else None)
+                HeatCell(d.interval, d.verdict, d.reason_code, d.beyond_noise)
         maps.append(HeatMap(plan.arm, rows, cols, cells))
     return maps
 

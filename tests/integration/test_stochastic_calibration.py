@@ -13,7 +13,12 @@ from pathlib import Path
 
 from specfleet.contract import StochasticTestSpec
 from specfleet.gates import PERMUTATIONS
-from specfleet.stats.equivalence import StochasticResult, planned_samples_per_prompt, stochastic_equivalence
+from specfleet.stats.equivalence import (
+    StochasticResult,
+    planned_samples_per_prompt,
+    sample_seeds,
+    stochastic_equivalence,
+)
 from tasks.arm.lifecycle import SERVED_MODEL_NAME, probe_prompts
 from tasks.arm.probes import stochastic_probe
 from tasks.engine.server import ArmServer
@@ -27,12 +32,13 @@ CORRECTED_EXPAND = Path(__file__).parent / "corrected_expand"
 DEMO = load_sweep_config(ROOT / "configs" / "demo-cpu.yaml")
 
 
-def _samples(server: ArmServer, spec: StochasticTestSpec) -> dict[str, list[list[int]]]:
+def _samples(server: ArmServer, spec: StochasticTestSpec, arm: str) -> dict[str, list[list[int]]]:
+    """The arm's samples with its own seeds, as a sweep's probe draws them."""
     prompts = probe_prompts(DEMO, {pc.name: load_prompt_class(pc) for pc in DEMO.prompt_classes})
     _, planned = planned_samples_per_prompt(spec, len(prompts))
     endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME)
-    return asyncio.run(stochastic_probe(endpoint, prompts, planned, spec.tokens_per_sample, spec.temperature,
-                                        DEMO.analysis.seed))
+    return asyncio.run(stochastic_probe(endpoint, prompts, sample_seeds(DEMO.analysis.seed, arm, planned),
+                                        spec.tokens_per_sample, spec.temperature))
 
 
 def _gate(baseline: dict[str, list[list[int]]], candidate: dict[str, list[list[int]]],
@@ -51,9 +57,9 @@ def test_the_stochastic_gate_rejects_the_installed_cpu_sampler_and_accepts_a_cor
     corrected = idle_server.variant("ngram", "ngram-corrected-expand", {"PYTHONPATH": path})
     assert "CPU expand corrected" in corrected.log_path.read_text(encoding="utf-8")  # the fix is in that process
 
-    baseline = _samples(idle_server("baseline"), spec)
-    installed = _gate(baseline, _samples(idle_server("ngram"), spec), spec)
-    fixed = _gate(baseline, _samples(corrected, spec), spec)
+    baseline = _samples(idle_server("baseline"), spec, "baseline")
+    installed = _gate(baseline, _samples(idle_server("ngram"), spec, "ngram-k3"), spec)
+    fixed = _gate(baseline, _samples(corrected, spec, "ngram-k3"), spec)
     assert installed.adequately_powered and fixed.adequately_powered  # the declared power holds for both
     assert not installed.gate().passed, installed.gate().detail
     assert fixed.gate().passed, fixed.gate().detail

@@ -1,0 +1,277 @@
+"""The one decision rule. Every "adopt" specfleet prints (a cell, a prompt class, an arm at the
+traffic mix, a k policy, a canary's promote or rollback) is made here, the same way.
+
+Seed, "Production gates": adopt only where SLO-qualified cost per million accepted tokens falls
+by more than the measurement noise. A claim is a ratio candidate / baseline of SLO-qualified
+tokens/s (or of ITL) at some cells: on the log scale, to first order, a linear combination a'y of
+run values (``specfleet.stats.runs``). Its standard error includes the request-level spread of
+every run and the run-to-run and server-to-server noise pooled over the sweep
+(``specfleet.stats.variance``):
+
+    se^2 = server_var x sum over servers (sum of a there)^2 + run_var x sum a^2 + sum a^2 v
+
+Its interval is a parametric bootstrap-t: the runs' errors, the noise estimate and the
+request-level variances are redrawn together under the fitted model, and the studentised error of
+every claim, (a'y* - a'mu) / se*, is recorded; the stated-confidence quantile of its absolute value
+is the claim's own critical value, so the intervals carry the uncertainty of the noise estimate
+(few repeated runs give wide intervals) without a degrees-of-freedom approximation. Where the sweep
+has no estimate of run-to-run noise the interval covers request-level spread only, states no
+confidence, and nothing is adopted on it.
+
+The rule: a claim is adopted when the low end of its corrected interval lies above its break-even
+(the speedup that saves a whole replica; 1 for a plain "faster"). The correction covers every
+claim of the family (``analysis.error_control``):
+
+- ``family_wise`` (default): max-T. The same draws give the largest absolute studentised error
+  over all claims at once (claims share runs, so they are correlated, and max-T gains from it);
+  its stated-confidence quantile widens every interval. The corrected intervals then cover all
+  claims at once with the stated confidence, so choosing the best arm, class or k policy among
+  them and reporting its corrected interval is covered too.
+- ``false_discovery_rate``: Benjamini-Hochberg on one-sided p-values at (1 - confidence) / 2, and
+  intervals at the false-coverage-rate level 1 - R (1 - confidence) / m (Benjamini & Yekutieli
+  2005), R the claims adopted, m the family. Tails that far out are read from a normal scaled to
+  each claim's bootstrap quantile.
+
+One-sided at half of 1 - confidence: with one claim, "adopt" is exactly "the stated interval lies
+above the break-even".
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+from specfleet.stats.bootstrap import Basis, Interval
+from specfleet.stats.runs import Metric, RunValue
+from specfleet.stats.variance import NoiseDesign, RunNoise
+
+FloatArray = npt.NDArray[np.float64]
+ErrorControl = Literal["family_wise", "false_discovery_rate"]
+ClaimKind = Literal["cell", "class", "mix", "policy", "canary"]
+BOOTSTRAP_DRAWS = 4_000
+"""Parametric bootstrap draws per family: the 95 % quantiles' Monte Carlo error is about 0.35
+points of coverage."""
+CHUNK = 1_000
+CORRECTION = {"family_wise": "max-T", "false_discovery_rate": "FCR-adjusted, Benjamini-Hochberg"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What could be adopted: candidate / baseline > ``break_even`` at some cells.
+
+    ``log_estimate`` is the log of the ratio as the product computes it (harmonic means over a
+    mix, whole figures), ``weights`` its gradient over run values (indices into the family's runs,
+    all of the claim's ``metric``). ``within`` replaces the runs' own request-level variance where
+    the runs are paired (the canary: both replicas served the same prompts in the same order), as
+    (variance, df)."""
+
+    key: str
+    kind: ClaimKind
+    log_estimate: float
+    weights: Mapping[int, float]
+    break_even: float = 1.0
+    metric: Metric = "qualified_tokens_per_s"
+    within: tuple[float, int] | None = None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """A claim's marginal interval (this comparison alone), its corrected one (over the family),
+    and the rule's answer on the corrected one."""
+
+    claim: Claim
+    marginal: Interval
+    corrected: Interval
+    adopted: bool
+    comparisons: int
+    why_not: str | None
+    """Why it is not adopted: no noise estimate, within the noise, or not after the correction."""
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """A claim's variance terms: (server, run) coefficients and its request-level variance."""
+
+    q: FloatArray
+    within: float
+    within_df: float
+
+
+@dataclass
+class _Studentised:
+    """Bootstrap draws of one metric's claims: |t*| per draw and claim."""
+
+    columns: list[int]
+    abs_t: npt.NDArray[np.float32]
+
+
+@dataclass
+class Family:
+    """Every claim of one experiment (a sweep, or a canary), decided together. ``runs`` are the
+    run values the claims' weights index; ``noise`` the run-to-run noise per metric, estimated
+    from the repeated runs among them."""
+
+    runs: Sequence[RunValue]
+    noise: Mapping[Metric, RunNoise]
+    confidence: float
+    control: ErrorControl = "family_wise"
+    seed: int = 0
+    claims: list[Claim] = field(default_factory=list)
+
+    def add(self, claim: Claim) -> Claim:
+        if any(c.key == claim.key for c in self.claims):
+            raise ValueError(f"claim {claim.key} twice in one family")
+        if any(self.runs[i].metric != claim.metric for i in claim.weights):
+            raise ValueError(f"claim {claim.key}: weights on runs of another metric")
+        self.claims.append(claim)
+        return claim
+
+    def decide(self) -> dict[str, ClaimResult]:
+        """Every claim's intervals and whether it is adopted, corrected over the whole family.
+        Claims of a metric without a run-to-run estimate are shown on request-level spread only,
+        with no stated confidence, and never adopted; they still count in the family."""
+        if not self.claims:
+            return {}
+        m, alpha = len(self.claims), 1.0 - self.confidence
+        terms = [self._terms(c) for c in self.claims]
+        se = np.array([self._se(c, t) for c, t in zip(self.claims, terms, strict=True)])
+        draws = self._bootstrap(terms, se)
+        marginal_crit = np.full(m, float(stats.norm.isf(alpha / 2.0)))
+        live = np.zeros(m, dtype=bool)
+        largest = np.zeros(BOOTSTRAP_DRAWS)
+        for d in draws:
+            marginal_crit[d.columns] = np.quantile(d.abs_t, self.confidence, axis=0)
+            live[d.columns] = True
+            largest = np.maximum(largest, d.abs_t.max(axis=1))
+        simultaneous = float(np.quantile(largest, self.confidence)) if live.any() else float("nan")
+        if self.control == "family_wise":
+            corrected_crit = np.where(live, simultaneous, marginal_crit)
+            adopted = live & (np.array([c.log_estimate for c in self.claims]) - corrected_crit * se
+                              > np.log([c.break_even for c in self.claims]))
+        else:
+            corrected_crit, adopted = self._fdr(se, marginal_crit, live, alpha)
+        out = {}
+        for j, c in enumerate(self.claims):
+            basis = self._basis(c)
+            mi = self._interval(c, se[j], marginal_crit[j], basis, None)
+            ci = self._interval(c, se[j], corrected_crit[j], basis, m)
+            out[c.key] = ClaimResult(c, mi, ci, bool(adopted[j]), m, self._why_not(c, mi, bool(adopted[j]), m))
+        return out
+
+    # --- one claim --------------------------------------------------------------------------------
+
+    def _weights(self, claim: Claim) -> FloatArray:
+        a = np.zeros(len(self.runs))
+        for i, w in claim.weights.items():
+            a[i] += w
+        return a
+
+    def _terms(self, claim: Claim) -> _Terms:
+        a = self._weights(claim)
+        sums: dict[str, float] = {}
+        for run, w in zip(self.runs, a, strict=True):
+            if w:
+                sums[run.server] = sums.get(run.server, 0.0) + w
+        q = np.array([sum(x**2 for x in sums.values()), float(np.sum(a**2))])
+        if claim.within is not None:
+            return _Terms(q, claim.within[0], float(max(claim.within[1], 1)))
+        v = np.array([r.within_var for r in self.runs])
+        df = np.array([max(r.within_df, 1) for r in self.runs], dtype=np.float64)
+        within = float(np.sum(a**2 * v))
+        spread = float(np.sum(a**4 * 2.0 * v**2 / df))
+        return _Terms(q, within, 2.0 * within**2 / spread if spread > 0 else np.inf)
+
+    def _se(self, claim: Claim, terms: _Terms) -> float:
+        noise = self.noise[claim.metric]
+        parts = np.array(noise.parts()) if noise.estimated else np.zeros(2)
+        return float(np.sqrt(max(float(terms.q @ parts) + terms.within, 0.0)))
+
+    def _basis(self, claim: Claim) -> Basis:
+        if not self.noise[claim.metric].estimated:
+            return "requests"
+        return "paired_runs" if claim.within is not None else "runs"
+
+    def _interval(self, claim: Claim, se: float, crit: float, basis: Basis, comparisons: int | None) -> Interval:
+        half = crit * se
+        return Interval(estimate=float(np.exp(claim.log_estimate)), low=float(np.exp(claim.log_estimate - half)),
+                        high=float(np.exp(claim.log_estimate + half)),
+                        confidence=None if basis == "requests" else self.confidence, basis=basis,
+                        resamples=BOOTSTRAP_DRAWS if basis != "requests" else None,
+                        comparisons=comparisons if basis != "requests" else None,
+                        correction=CORRECTION[self.control] if comparisons and basis != "requests" else None)
+
+    def _why_not(self, claim: Claim, marginal: Interval, adopted: bool, m: int) -> str | None:
+        if adopted:
+            return None
+        noise = self.noise[claim.metric]
+        if not noise.estimated:
+            return f"no run-to-run noise estimate ({noise.source}): the interval covers request-level spread only"
+        if marginal.low is None or marginal.low <= claim.break_even:
+            return "within the noise: the interval reaches the break-even"
+        return f"beyond the noise alone, not after correcting for {m} comparisons ({CORRECTION[self.control]})"
+
+    # --- the parametric bootstrap -----------------------------------------------------------------
+
+    def _bootstrap(self, terms: Sequence[_Terms], se: FloatArray) -> list[_Studentised]:
+        """|t*| of every claim of a metric with a noise estimate, under the fitted model."""
+        rng = np.random.default_rng([self.seed, len(self.claims), len(self.runs)])
+        out = []
+        for metric in sorted({c.metric for c in self.claims}):
+            if not self.noise[metric].estimated:
+                continue
+            columns = [j for j, c in enumerate(self.claims) if c.metric == metric]
+            out.append(_Studentised(columns, self._draw(metric, columns, terms, se, rng)))
+        return out
+
+    def _draw(self, metric: Metric, columns: Sequence[int], terms: Sequence[_Terms], se: FloatArray,
+              rng: np.random.Generator) -> npt.NDArray[np.float32]:
+        own = [i for i, r in enumerate(self.runs) if r.metric == metric]
+        runs = [self.runs[i] for i in own]
+        design = NoiseDesign.of(runs)
+        server_var, run_var = self.noise[metric].parts()
+        names = sorted({r.server for r in runs})
+        z = np.array([[float(r.server == s) for s in names] for r in runs])
+        v = np.array([r.within_var for r in runs])
+        v_df = np.array([max(r.within_df, 1) for r in runs], dtype=np.float64)
+        a = np.stack([self._weights(self.claims[j])[own] for j in columns], axis=1)
+        paired = np.array([self.claims[j].within is not None for j in columns])
+        q = np.stack([terms[j].q for j in columns], axis=1)
+        w = np.array([terms[j].within for j in columns])
+        w_df = np.array([terms[j].within_df for j in columns])
+        out = np.empty((BOOTSTRAP_DRAWS, len(columns)), dtype=np.float32)
+        for start in range(0, BOOTSTRAP_DRAWS, CHUNK):
+            n = min(CHUNK, BOOTSTRAP_DRAWS - start)
+            shared = rng.normal(0.0, np.sqrt(server_var), (n, len(names))) @ z.T + rng.normal(
+                0.0, np.sqrt(run_var), (n, len(runs)))
+            requests = rng.normal(0.0, 1.0, (n, len(runs))) * np.sqrt(v)
+            v_star = v * rng.chisquare(v_df, (n, len(runs))) / v_df
+            noise = design.estimate((shared + requests)[:, design.rows], v_star[:, design.rows])
+            err = (shared + requests) @ a
+            within = v_star @ a**2
+            if paired.any():
+                err[:, paired] = shared @ a[:, paired] + rng.normal(0.0, 1.0, (n, int(paired.sum()))) * np.sqrt(
+                    w[paired])
+                chi = rng.chisquare(np.minimum(w_df[paired], 1e6), (n, int(paired.sum())))
+                within[:, paired] = w[paired] * chi / np.minimum(w_df[paired], 1e6)
+            se_star = np.sqrt(np.maximum(noise @ q + within, 1e-300))
+            out[start:start + n] = np.abs(err) / se_star
+        return out
+
+    def _fdr(self, se: FloatArray, marginal_crit: FloatArray, live: npt.NDArray[np.bool_],
+             alpha: float) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+        """Benjamini-Hochberg at alpha / 2 on one-sided p-values from a normal scaled to each claim's
+        bootstrap quantile; FCR-adjusted critical values."""
+        m = len(self.claims)
+        scale = marginal_crit / float(stats.norm.isf(alpha / 2.0))
+        z = np.array([(c.log_estimate - np.log(c.break_even)) for c in self.claims]) / np.maximum(se, 1e-300) / scale
+        p = np.where(live, stats.norm.sf(z), 1.0)
+        order = np.argsort(p)
+        passed = p[order] <= (alpha / 2.0) * np.arange(1, m + 1) / m
+        r = int(np.max(np.nonzero(passed)[0]) + 1) if passed.any() else 0
+        adopted = np.zeros(m, dtype=bool)
+        adopted[order[:r]] = True
+        crit = float(stats.norm.isf(alpha * max(r, 1) / m / 2.0)) * scale
+        return np.where(live, crit, marginal_crit), adopted & live

@@ -1,0 +1,80 @@
+"""What a sweep's verdicts are made from: every usable run as a run value (SLO-qualified tokens/s
+and the SLO-percentile ITL), the run-to-run noise pooled over the sweep, and the one family in
+which every claim the sweep could adopt (cells, classes, arms at the mix, k policies) is decided
+(``specfleet.decision_rule``)."""
+
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specfleet.contract.checks import AnalysisSpec
+from specfleet.contract.workload import SLOSpec
+from specfleet.decision_rule import Claim, ClaimResult, Family
+from specfleet.results.cell import CellResult
+from specfleet.stats.noise import config_key
+from specfleet.stats.runs import ConfigKey, Metric, RunTable, RunValue, percentile_run, rate_run
+from specfleet.stats.samples import CellSample
+from specfleet.stats.variance import RunNoise, estimate_noise
+
+
+@dataclass
+class Evidence:
+    tps: RunTable
+    itl: RunTable
+    noise: dict[Metric, RunNoise]
+    family: Family
+    """The claims the sweep could adopt."""
+    shown: Family
+    """Claims shown beside them and never decided on (a cell's ITL speedup): their marginal intervals."""
+    baseline_arm: str
+
+    @classmethod
+    def of(cls, cells: Sequence[CellResult], samples: Mapping[str, CellSample], slo: SLOSpec,
+           analysis: AnalysisSpec, baseline_arm: str) -> "Evidence":
+        """Run values of every usable cell with a per-request sample; the noise from their repeats."""
+        tps_runs: list[RunValue] = []
+        itl_runs: list[RunValue] = []
+        for cell in cells:
+            sample = samples.get(cell.key)
+            if not cell.usable or sample is None:
+                continue
+            key = config_key(cell.identity)
+            rng = np.random.default_rng([analysis.seed, zlib.crc32(cell.key.encode())])
+            if (rate := rate_run(sample, key)) is not None:
+                tps_runs.append(rate)
+            gaps = percentile_run(sample, key, slo.percentile, rng, analysis.bootstrap_resamples)
+            if gaps is not None:
+                itl_runs.append(gaps)
+        tps, itl = RunTable.of(tps_runs), RunTable.of(itl_runs, offset=len(tps_runs))
+        noise: dict[Metric, RunNoise] = {
+            "qualified_tokens_per_s": estimate_noise(tps_runs, "qualified_tokens_per_s", analysis.confidence,
+                                                     analysis.seed),
+            "itl": estimate_noise(itl_runs, "itl", analysis.confidence, analysis.seed)}
+        runs = [*tps_runs, *itl_runs]
+        family = Family(runs, noise, analysis.confidence, analysis.error_control, analysis.seed)
+        shown = Family(runs, noise, analysis.confidence, analysis.error_control, analysis.seed)
+        return cls(tps, itl, noise, family, shown, baseline_arm)
+
+    def decide(self) -> dict[str, ClaimResult]:
+        """The family decided, and the shown claims' intervals beside it (keys never collide)."""
+        return {**self.family.decide(), **self.shown.decide()}
+
+    def table(self, metric: Metric) -> RunTable:
+        return self.tps if metric == "qualified_tokens_per_s" else self.itl
+
+    def speedup_claim(self, key: str, kind: str, arm: str, config: ConfigKey, metric: Metric,
+                      break_even: float = 1.0) -> Claim | None:
+        """Candidate over baseline at one configuration (for ITL, baseline over candidate: lower is
+        faster); None where either side has no run of this metric."""
+        table = self.table(metric)
+        if not (table.has(arm, config) and table.has(self.baseline_arm, config)):
+            return None
+        sign = 1.0 if metric == "qualified_tokens_per_s" else -1.0
+        log = sign * (table.log_mean(arm, config) - table.log_mean(self.baseline_arm, config))
+        weights = table.weights(arm, config, sign)
+        for i, w in table.weights(self.baseline_arm, config, -sign).items():
+            weights[i] = weights.get(i, 0.0) + w
+        return Claim(key=key, kind=kind, log_estimate=log, weights=weights,  # type: ignore[arg-type]
+                     break_even=break_even, metric=metric)

@@ -1,0 +1,116 @@
+"""Synthetic sweeps for the decision tests: cells assembled by the real metrics code from request
+records whose rates, request-level spread and server lives are chosen by hand, analysed by
+``specfleet.analysis.analyse_sweep`` with passing equivalence and quality probes."""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specfleet.analysis import SweepAnalysis, analyse_sweep
+from specfleet.contract import CellIdentity, SweepConfig, arm_plans, parse_sweep_config
+from specfleet.contract.matrix import cell_identities
+from specfleet.gates import EquivalenceProbe
+from specfleet.metrics import assemble_cell
+from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe
+from specfleet.results import CellResult, EnergyReading, RequestRecord
+
+MS = 1_000_000
+TOKENS = 48
+BASE = """
+name: synthetic
+models: {target: {path: fixture:target}, draft: {path: fixture:draft}}
+arms:
+  - {name: baseline, method: baseline}
+  - {name: draft, method: draft_model, k: [2, 4]}
+load: {concurrency: LOADS, requests_per_cell: 24}
+prompt_classes:
+CLASSES
+sampling: [{name: greedy, temperature: 0.0}]
+slo: {ttft_ms: 2000, itl_ms: 200}
+hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 1000000000}
+equivalence: {prompts: 2, quality_tolerance: 0.1}
+analysis: {bootstrap_resamples: 200}
+"""
+
+
+def config(classes: tuple[str, ...] = ("code", "extraction", "chat"), loads: tuple[int, ...] = (1, 4),
+           extra: str = "") -> SweepConfig:
+    lines = "\n".join(f"  - {{name: {c}, max_output_tokens: {TOKENS}}}" for c in classes)
+    text = BASE.replace("LOADS", str(list(loads))).replace("CLASSES", lines) + extra
+    return parse_sweep_config(text, "synthetic.yaml")
+
+
+def records(rate_per_request: float, n: int, spread: float, rng: np.random.Generator,
+            ttft_ms: float = 10.0) -> list[RequestRecord]:
+    """``n`` completed requests of ``TOKENS`` one-token chunks, each streaming at about
+    ``rate_per_request`` tokens/s with a relative request-to-request ``spread``."""
+    out = []
+    for i in range(n):
+        gap_ns = int(1e9 / rate_per_request * max(0.2, 1.0 + spread * rng.standard_normal()))
+        send = i * 10_000 * MS
+        times = tuple(send + int(ttft_ms * MS) + j * gap_ns for j in range(TOKENS))
+        out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, chunk_ns=times,
+                                 chunk_tokens=(1,) * TOKENS, end_ns=times[-1], usage_completion_tokens=TOKENS,
+                                 finish_reason="length", max_tokens=TOKENS))
+    return out
+
+
+@dataclass
+class Sweep:
+    """Cells and records made by hand, and how to analyse them."""
+
+    config: SweepConfig
+    seed: int = 0
+    cells: list[CellResult] = field(default_factory=list)
+    records: dict[str, list[RequestRecord]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    def add(self, ident: CellIdentity, rate: float, server: str, spread: float = 0.01, status: str = "ok",
+            n: int = 24, ttft_ms: float = 10.0) -> CellResult:
+        """One cell measured at ``rate`` tokens/s on ``server`` (its SLO-qualified rate when every
+        request meets the SLO)."""
+        reqs = records(100.0, n, spread, self.rng, ttft_ms)
+        key = ident.key("synthetic")
+        cell = assemble_cell(ident, key, reqs, slo=self.config.slo, duration_s=n * TOKENS / rate,
+                             requests_planned=n, ignore_eos=True, max_error_fraction=0.05,
+                             energy=EnergyReading(source="none", joules=None, reason="synthetic"),
+                             runner_reasons=[] if status == "ok" else ["client saturated: synthetic"])
+        cell = cell.model_copy(update={"server": server})
+        self.cells.append(cell)
+        self.records[key] = reqs
+        return cell
+
+    def arm(self, arm: str, rate: Callable[[CellIdentity], float], phase: str = "main", server: str | None = None,
+            spread: float = 0.01, status: Callable[[CellIdentity], str] = lambda ident: "ok",
+            ttft_ms: float = 10.0) -> None:
+        """Every cell of ``arm`` in one server life, its rate per cell from ``rate``."""
+        plan = next(p for p in arm_plans(self.config) if p.arm == arm)
+        for ident in cell_identities(self.config, plan, phase):  # type: ignore[arg-type]
+            self.add(ident, rate(ident), server or f"{arm}/{phase}", spread, status(ident), ttft_ms=ttft_ms)
+
+    def analyse(self, probes: Mapping[str, EquivalenceProbe] | None = None) -> SweepAnalysis:
+        arms = [p.arm for p in arm_plans(self.config)]
+        greedy = {"p0": [1, 2, 3], "p1": [4, 5, 6]}
+        probes = probes if probes is not None else {
+            arm: EquivalenceProbe(arm=arm, greedy=greedy, greedy_repeat=greedy if arm == "baseline" else None)
+            for arm in arms}
+        answers = {"greedy": {f"q{i}": ItemAnswer(answer="ok", score=1.0) for i in range(20)}}
+        quality = {arm: QualityProbe(arm=arm, classes={pc.name: ClassAnswers(source="synthetic", sha256="0" * 64,
+                                                                             answers=answers)
+                                                       for pc in self.config.prompt_classes}) for arm in arms}
+        return analyse_sweep(self.config, self.cells, self.records, probes, quality)
+
+
+def bracketed(cfg: SweepConfig, base: Callable[[CellIdentity], float], end: Callable[[CellIdentity], float],
+              speculative: Mapping[str, Callable[[CellIdentity], float]], seed: int = 0, spread: float = 0.01,
+              status: Mapping[str, Callable[[CellIdentity], str]] | None = None) -> Sweep:
+    """The baseline opening (``base``) and closing (``end``) servers, and each speculative arm's."""
+    sweep = Sweep(cfg, seed)
+    sweep.arm("baseline", base, spread=spread)
+    for arm, rate in speculative.items():
+        sweep.arm(arm, rate, spread=spread, status=(status or {}).get(arm, lambda ident: "ok"))
+    sweep.arm("baseline", end, phase="baseline_end", spread=spread)
+    return sweep

@@ -127,7 +127,7 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
     verdict and reason, and the k policy: one screen for the demo. Long lines are left to the
     terminal to wrap (``soft_wrap``), so a log keeps one line per statement. The per-cell cost table, the
     negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``."""
-    from tasks.report.headline import MIX_TITLE, grouped_decision_lines, grouped_gate_lines, mix_lines
+    from tasks.report.headline import MIX_TITLE, grouped_decision_lines, grouped_gate_lines, mix_lines, noise_lines
     from tasks.report.tables import k_policy_lines, not_measured_line, not_measured_title
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold lines
@@ -139,6 +139,7 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
               + (f"; hardware: {summary.cost_table[0].hardware}" if summary.cost_table else ""))
     sections = [
         (MIX_TITLE, mix_lines(summary.mix) or [NA + ": no verdict at the traffic mix (see the notes)"]),
+        ("Run-to-run noise (every interval above and below includes it)", noise_lines(summary.noise)),
         (f"Decisions ({len(summary.decisions)} cells, grouped by verdict and reason)",
          grouped_decision_lines(summary.decisions)),
         ("Equivalence and quality gates", grouped_gate_lines(summary.gates, summary.quality)),
@@ -200,7 +201,7 @@ def _speedup(interval: object) -> str:
 def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:
     """The verdict, then one row per prompt class: what was compared and what was found."""
     table = Table(title=f"canary: {result.verdict.upper()}", box=box.SIMPLE_HEAD)
-    for column in ("class", "acceptance base / cand", "break-even", "SLO tok/s cand/base", "ITL speedup",
+    for column in ("class", "acceptance base / cand", "break-even", "SLO tok/s cand/base (corrected)", "ITL speedup",
                    "p95 TTFT cand ms", "quality diff", "finding"):
         table.add_column(column)
     for c in result.classes:
@@ -209,14 +210,15 @@ def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:
         why_not = [f"not compared: {c.not_compared}"] if c.not_compared else []
         table.add_row(
             c.prompt_class, f"{_acceptance(c.baseline_acceptance)} / {_acceptance(c.candidate_acceptance)}",
-            _fmt(c.break_even_acceptance), _speedup(compared.qualified_tps_speedup if compared else None),
+            _fmt(c.break_even_acceptance), _speedup(compared.qualified_tps_speedup_corrected if compared else None),
             _speedup(compared.itl_speedup if compared else None),
             _fmt(compared.candidate_ttft_ms if compared else None),
             NA if quality is None else f"{quality.estimate:+.3f}",
             "; ".join([*why_not, *c.findings]) or "within the noise")
     console.print(table)
     console.print(f"verdict: {result.verdict}: {result.reason}", markup=False, highlight=False)
-    console.print(f"noise: {result.noise_source}", markup=False, highlight=False)
+    corrected = f" (intervals corrected for {result.comparisons} comparisons)" if result.comparisons else ""
+    console.print(f"noise: {result.noise_source}{corrected}", markup=False, highlight=False)
     if result.rollback_server_args is not None:
         console.print(f"rollback (speculation off): {' '.join(result.rollback_server_args)}", markup=False)
     console.print(f"stored: {canary_dir}/canary.json", markup=False, highlight=False)

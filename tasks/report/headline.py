@@ -11,6 +11,7 @@ from specfleet.decisions import Decision
 from specfleet.mix_verdict import GateCheck, MixCell, MixFigures, MixVerdict
 from specfleet.quality_gates import QualityCheck
 from specfleet.stats.quality import GateResult
+from specfleet.stats.variance import RunNoise
 from specfleet.traffic import TrafficMix
 from tasks.report import fmt
 from tasks.report.tables import Column, gate_line, markdown_table
@@ -96,6 +97,21 @@ def mix_lines(verdicts: Sequence[MixVerdict]) -> list[str]:
     lines = [f"traffic mix: {mix_description(verdicts[0].mix)}"]
     lines += [f"left out of every verdict: {shared}"] if shared else []
     return lines + [line for v in verdicts for line in mix_verdict_lines(v, left_out=shared is None)]
+
+
+def noise_lines(noise: Sequence[RunNoise]) -> list[str]:
+    """The sweep's run-to-run noise per figure: the floor, its interval, its parts, what it pooled."""
+    lines = []
+    for n in noise:
+        figure = "SLO-qualified tokens/s" if n.metric == "qualified_tokens_per_s" else "SLO-percentile ITL"
+        if n.relative_sd is None:
+            lines.append(f"{figure}: no estimate ({n.source}): no interval states a confidence, nothing is adopted")
+            continue
+        interval = (f" [{n.relative_sd_low:.1%}, {n.relative_sd_high:.1%}]"
+                    if n.relative_sd_low is not None and n.relative_sd_high is not None else "")
+        lines.append(f"{figure}: {n.relative_sd:.1%}{interval} per window on another server (server part "
+                     f"{n.server_var:.2g}, run part {n.run_var:.2g} on the log scale; {n.source})")
+    return lines or [f"{fmt.NA}: a summary written before the noise was pooled"]
 
 
 def _cells_label(decisions: Sequence[Decision]) -> str:

@@ -16,6 +16,7 @@ from tasks.report.headline import (
     class_figures,
     mix_description,
     mix_verdict_lines,
+    noise_lines,
 )
 from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
 from tasks.report.tables import (
@@ -66,7 +67,7 @@ def _environment() -> Environment:
     env.filters.update(num=fmt.num, pct=fmt.pct, speedup=fmt.speedup, config_json=fmt.config_json,
                        saving_range=fmt.saving_range, difference=fmt.difference, not_measured=not_measured_line)
     env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA, mix_title=MIX_TITLE,
-                       mix_description=mix_description, mix_verdict_lines=mix_verdict_lines,
+                       mix_description=mix_description, mix_verdict_lines=mix_verdict_lines, noise_lines=noise_lines,
                        mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures,
                        not_measured_title=not_measured_title, predicted_caption=caption,
                        predicted_title=table_title, measured_columns=MEASURED_COLUMNS,

@@ -8,7 +8,7 @@ and predicted view's tables."""
 from specfleet.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
-from tasks.report.headline import mix_markdown
+from tasks.report.headline import mix_markdown, noise_lines
 from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
 from tasks.report.tables import (
     ACCEPTANCE_CAPTION,
@@ -40,6 +40,8 @@ def summary_markdown(summary: SweepSummary) -> str:
         + (f", {len(summary.not_measured)} not measured (budget)" if summary.not_measured else "") + "); "
         f"{summary.servers_started} servers started in this run.\n\n",
         mix_markdown(summary.mix),
+        "\n## Run-to-run noise (every interval includes it)\n\n",
+        *(f"- {line}\n" for line in noise_lines(summary.noise)),
         "\n## Cost per million SLO-qualified tokens and decisions\n\n",
         markdown_table(summary.cost_table, COST_COLUMNS),
         "\n## Negative-result cells\n\n", markdown_table(summary.negative_cells, NEGATIVE_COLUMNS),
@@ -69,9 +71,12 @@ def server_args_lines(summary: SweepSummary) -> list[str]:
     args = summary.server_args
     if args is None:
         return []
-    adopted = [v.name for v in summary.mix if v.adoptable and v.name in args.speculative]
-    lines = [f"adopted at the traffic mix, {arm}: `{args.command(arm)}`" for arm in adopted]
-    lines = lines or ["adopted at the traffic mix: none"]
+    adopted = [v for v in summary.mix if v.adoptable and v.name in args.speculative]
+    lines = [f"adopted at the traffic mix (corrected for {v.comparisons} comparisons), {v.name}: "
+             f"`{args.command(v.name)}`" for v in adopted]
+    partial = [v.name for v in summary.mix if v.partial and v.name in args.speculative]
+    lines = lines or ["adopted at the traffic mix: none" + (f" (PARTIAL, never adoptable: {', '.join(partial)})"
+                                                            if partial else "")]
     return [*lines, f"speculation off ({args.speculation_off_arm}; the rollback: vLLM sets speculation when a server "
                     f"starts, so a replica rolls back by restarting with these): `{args.command()}`",
             "without --host and --port, which the deployment sets"]
@@ -162,6 +167,7 @@ def render_markdown(content: ReportContent, html_name: str) -> str:
         f"Config `{d.config.name}`, fingerprint `{d.fingerprint.digest}`, {len(d.cells)} stored cells; "
         f"decisions from {d.decisions_source}. Figures: `{html_name}`. Generated {content.generated_at}.", "",
         mix_markdown(d.mix, per_class=True),
+        "## Run-to-run noise (every interval includes it)", "", *(f"- {line}" for line in noise_lines(d.noise)), "",
         "## Decision per prompt class", "", *_decision_lines(content), *_policy_lines(content),
         "## All decisions", "", markdown_table(content.rows, COST_COLUMNS),
         f"## Negative-result cells ({len(content.negative)})", "",

@@ -17,6 +17,7 @@ from specfleet.fingerprint import Fingerprint
 from specfleet.mix_verdict import MixVerdict
 from specfleet.quality_gates import QualityCheck
 from specfleet.results import AcceptanceDistribution, CellResult, DistributionSummary
+from specfleet.stats.variance import RunNoise
 
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"token|secret|passw|credential|api_?key|auth", re.IGNORECASE)
@@ -211,9 +212,11 @@ def acceptance_metrics(rows: Iterable[ClassAcceptance]) -> dict[str, float]:
 def mix_metrics(verdicts: Iterable[MixVerdict]) -> dict[str, float]:
     """What nights are compared by, per speculative arm and k policy at the traffic mix, under
     ``mix.NAME.SAMPLING.`` (NAME an arm id or ``SPEC-k-policy``): ``saving``, ``saving_low`` and
-    ``saving_high`` (whole-replica, at the speedup interval's ends), ``noise_floor``, ``coverage``
-    (token share of the mix measured), ``baseline_replicas``, ``candidate_replicas``,
-    ``entry_gate`` and ``adoptable`` (1 or 0). A figure that could not be formed is left out."""
+    ``saving_high`` (whole-replica, at the ends of the speedup interval corrected for the sweep's
+    comparisons), ``noise_floor``, ``coverage`` (token share of the mix measured), ``partial`` (1 when
+    the verdict covers less than the whole mix), ``comparisons`` (what it was corrected for),
+    ``baseline_replicas``, ``candidate_replicas``, ``entry_gate`` and ``adoptable`` (1 or 0). A figure
+    that could not be formed is left out."""
     out: dict[str, float] = {}
     for v in verdicts:
         prefix, fleet = INVALID_KEY_CHARS.sub("_", f"mix.{v.name}.{v.sampling}"), v.fleet
@@ -222,10 +225,23 @@ def mix_metrics(verdicts: Iterable[MixVerdict]) -> dict[str, float]:
         _put(out, f"{prefix}.saving_high", fleet.optimistic_saving_fraction)
         _put(out, f"{prefix}.noise_floor", fleet.noise_floor)
         _put(out, f"{prefix}.coverage", v.coverage)
+        _put(out, f"{prefix}.partial", v.partial)
+        _put(out, f"{prefix}.comparisons", v.comparisons)
         _put(out, f"{prefix}.baseline_replicas", fleet.baseline_replicas)
         _put(out, f"{prefix}.candidate_replicas", fleet.candidate_replicas)
         _put(out, f"{prefix}.entry_gate", v.passed)
         _put(out, f"{prefix}.adoptable", v.adoptable)
+    return out
+
+
+def noise_metrics(noise: Iterable[RunNoise]) -> dict[str, float]:
+    """The sweep's run-to-run noise per figure, under ``noise.FIGURE.``: ``relative_sd`` (the noise
+    floor) with ``relative_sd_low`` and ``relative_sd_high``, ``server_var`` and ``run_var``."""
+    out: dict[str, float] = {}
+    for n in noise:
+        prefix = f"noise.{n.metric}"
+        for name in ("relative_sd", "relative_sd_low", "relative_sd_high", "server_var", "run_var"):
+            _put(out, f"{prefix}.{name}", getattr(n, name))
     return out
 
 
@@ -239,6 +255,8 @@ def canary_metrics(result: CanaryResult) -> dict[str, float]:
             _put(out, f"{prefix}{side}_mean_acceptance_length", figure.value)
         compared = c.comparison
         for name, interval in (("qualified_tps_speedup", compared.qualified_tps_speedup if compared else None),
+                               ("qualified_tps_speedup_corrected",
+                                compared.qualified_tps_speedup_corrected if compared else None),
                                ("itl_speedup", compared.itl_speedup if compared else None),
                                ("quality_difference", c.quality.difference if c.quality else None)):
             if interval is not None:
@@ -246,5 +264,6 @@ def canary_metrics(result: CanaryResult) -> dict[str, float]:
                     _put(out, f"{prefix}{name}{'' if stat == 'estimate' else '_' + stat}", getattr(interval, stat))
         _put(out, f"{prefix}break_even_acceptance_length", c.break_even_acceptance)
     _put(out, "noise_floor", result.noise_floor)
+    _put(out, "comparisons", result.comparisons)
     return out
 

@@ -41,6 +41,7 @@ from tasks.tracking.names import (
     fingerprint_from_tags,
     fingerprint_tags,
     mix_metrics,
+    noise_metrics,
     quality_metrics,
     quality_tags,
 )
@@ -218,7 +219,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
         "cells_failed": len(summary.failed_cells), "cells_not_measured": len(summary.not_measured),
         "decisions_adopted": adopted,
         "decisions_rejected": len(summary.cost_table) - adopted, **quality_metrics(summary.quality),
-        **mix_metrics(summary.mix), **acceptance_metrics(summary.acceptance),
+        **mix_metrics(summary.mix), **acceptance_metrics(summary.acceptance), **noise_metrics(summary.noise),
     })
     for name, why in quality_tags(summary.quality).items():
         client.set_tag(parent_id, name, why)

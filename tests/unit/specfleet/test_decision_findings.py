@@ -140,8 +140,14 @@ def test_7_the_canary_pairs_needs_a_noise_estimate_and_a_scored_set_and_limits_e
     plan = _plan("code", [], CanaryLoad(4, None, 8, 0, 16, 0.0), standalone_context(slo), "baseline", "c")
     assert plan.max_error_fraction < 1.0  # ce4142f: 1.0, a baseline replica failing most requests counted
 
-    from specfleet.canary import AcceptanceFigure, PairedClass, canary_family, canary_verdict, class_claims
-    from specfleet.canary import compare_class
+    from specfleet.canary import (
+        AcceptanceFigure,
+        PairedClass,
+        canary_family,
+        canary_verdict,
+        class_claims,
+        compare_class,
+    )
     from specfleet.stats.samples import CellSample
     from tasks.canary.context import NO_SWEEP, no_noise
 

@@ -49,15 +49,16 @@ from specfleet.canary import AcceptanceFigure, PairedClass, canary_family, canar
 from specfleet.class_verdict import class_verdicts
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.matrix import ArmPlan, CellIdentity
+from specfleet.evidence import earlier_runs
 from specfleet.results import CellResult
 from specfleet.stats.noise import config_key
 from specfleet.stats.quality import GateResult, quality_gate
-from specfleet.stats.runs import ConfigKey, RunValue, percentile_run, rate_run
+from specfleet.stats.runs import ConfigKey, Metric, RunValue, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import NoiseDesign, RunNoise, estimate_noise
 from specfleet.traffic import cell_token_shares, effective_mix
 from tasks.plan.config import load_sweep_config
-from tasks.plan.sweep_plan import planned_cells
+from tasks.plan.sweep_plan import Phase, planned_cells
 from tasks.report.load import load_report_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def real_noise(sweep_dirs: Sequence[Path], seed: int) -> RealNoise:
 class Shape:
     name: str
     config: SweepConfig
-    layout: list[tuple[ArmPlan, str, int, list[tuple[CellIdentity, str]]]]
+    layout: list[tuple[ArmPlan, Phase, int, list[tuple[CellIdentity, str]]]]
     source: dict[ConfigKey, PoolCell]
     """The stored cell each configuration resamples its requests from."""
     requests: int
@@ -156,7 +157,7 @@ def shape(name: str, noise: RealNoise) -> Shape:
         "hardware": config.hardware.model_copy(update={"peak_demand_tokens_per_s": DEMAND}),
         "equivalence": config.equivalence.model_copy(update={"stochastic": None}),
         "load": config.load.model_copy(update={"adaptive_stopping": None})})
-    layout = [(arm, phase, replica, cells) for arm, phase, replica, cells in planned_cells(config, "simulated")]
+    layout = planned_cells(config, "simulated")
     real = sorted(noise.baseline)
     classes = sorted({pc for pc, _ in real})
     loads = sorted({load for _, load in real})
@@ -209,10 +210,20 @@ def simulate_sweep(sh: Shape, noise: RealNoise, theta: float, rng: np.random.Gen
     return cells, samples
 
 
-def decide(sh: Shape, cells: Sequence[CellResult], samples: Mapping[str, CellSample]) -> Verdicts:
+def history(sh: Shape, noise: RealNoise, rng: np.random.Generator) -> list[RunValue]:
+    """The repeated runs of ``analysis.noise_history`` earlier simulated nights (their baselines)."""
+    out: list[RunValue] = []
+    for night in range(sh.config.analysis.noise_history):
+        cells, samples = simulate_sweep(sh, noise, 0.0, rng, baseline_only=True)
+        out += earlier_runs(f"night-{night}", cells, samples, sh.config.slo, sh.config.analysis)
+    return out
+
+
+def decide(sh: Shape, cells: Sequence[CellResult], samples: Mapping[str, CellSample],
+           earlier: Sequence[RunValue]) -> Verdicts:
     gates = {p.arm: PASS for p in arm_plans(sh.config)[1:]}
     quality = {(c.identity.arm, c.identity.prompt_class, c.identity.sampling): QUALITY for c in cells if c.identity.k}
-    return decide_sweep(sh.config, cells, samples, gates, quality, {})
+    return decide_sweep(sh.config, cells, samples, gates, quality, {}, earlier)
 
 
 def _covers(interval: object, truth: float) -> bool | None:
@@ -303,7 +314,7 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
         opening, closing = found[int(rng.integers(0, len(found)))]
         n = len(opening.sample.qualified_tokens)
         idx = rng.integers(0, n, n)
-        replicas = []
+        replicas: list[CellSample] = []
         for real in (opening, closing):
             s = real.sample
             same_rate = (s.qualified_tokens.sum() / s.durations_s.sum()) / math.exp(opening.log_rate)
@@ -322,15 +333,14 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
         classes.append(PairedClass(pc, *replicas))
     if with_from:
         cells, samples = simulate_sweep(demo, noise, 0.0, rng, with_itl=True, baseline_only=True)
-        runs = {"qualified_tokens_per_s": [], "itl": []}
+        runs: dict[Metric, list[RunValue]] = {"qualified_tokens_per_s": [], "itl": []}
         for cell in cells:
             key = config_key(cell.identity)
             if (run := rate_run(samples[cell.key], key)) is not None:
                 runs["qualified_tokens_per_s"].append(run)
             if (gaps := percentile_run(samples[cell.key], key, config.slo.percentile, rng, 200)) is not None:
                 runs["itl"].append(gaps)
-        measured = {m: estimate_noise(r, m, config.analysis.confidence, config.analysis.seed)  # type: ignore[arg-type]
-                    for m, r in runs.items()}
+        measured = {m: estimate_noise(r, m, config.analysis.confidence, config.analysis.seed) for m, r in runs.items()}
         noise_runs = [r for group in runs.values() for r in (group[i] for i in NoiseDesign.of(group).rows)]
     else:
         from tasks.canary.context import NO_SWEEP, no_noise
@@ -398,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             speedup = math.exp(gain * noise.tau)
             for _ in range(per_gain):
                 cells, samples = simulate_sweep(sh, noise, math.log(speedup), rng)
-                verdicts = decide(sh, cells, samples)
+                verdicts = decide(sh, cells, samples, history(sh, noise, rng))
                 score_sweep(sh, verdicts, speedup, tally)
                 score_sweep(sh, verdicts, speedup, overall)
             by_gain[gain] = tally
@@ -420,7 +430,7 @@ def _table(console: Console, title: str, tally: Tally) -> dict[str, object]:
     table = Table(title=title)
     for column in ("figure", "rate", "n"):
         table.add_column(column)
-    rows = {}
+    rows: dict[str, object] = {}
     for name in sorted(tally.hits):
         rate, n = tally.rate(name)
         rows[name] = {"rate": rate, "n": n}

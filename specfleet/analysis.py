@@ -17,6 +17,7 @@ from specfleet.mix_verdict import MixClaims, MixVerdict
 from specfleet.quality_gates import QualityCheck, QualityProbe, SliceKey, quality_checks, quality_samplings
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.quality import GateResult
+from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise
 
@@ -58,18 +59,19 @@ class Verdicts:
 
 def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
                   probes: Mapping[str, EquivalenceProbe], quality_probes: Mapping[str, QualityProbe],
-                  engine_findings: Sequence[str] = ()) -> SweepAnalysis:
+                  engine_findings: Sequence[str] = (), history: Sequence[RunValue] = ()) -> SweepAnalysis:
     """``records`` by cell key (usable cells without records get no sample); ``probes`` and
     ``quality_probes`` by arm. Each decision consumes its arm's equivalence gates and its slice's
     quality gate. ``engine_findings``: defects of the installed engine that taint every sampled
-    result of a speculative arm (its stochastic gate and its decisions at temperature > 0 name them)."""
+    result of a speculative arm (its stochastic gate and its decisions at temperature > 0 name them).
+    ``history``: earlier sweeps' repeated runs pooled into the noise (``analysis.noise_history``)."""
     equivalence = arm_equivalence(config, arm_plans(config), probes, engine_findings)
     quality = sweep_quality(config, quality_probes, engine_findings)
     samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
                for c in cells if c.usable and c.key in records}
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
     verdicts = decide_sweep(config, cells, samples, gates, {q.key: q.gate() for q in quality},
-                            baseline_output_tokens(cells, records))
+                            baseline_output_tokens(cells, records), history)
     decisions = [_with_findings(d, config, engine_findings) for d in verdicts.decisions]
     return SweepAnalysis(equivalence, quality, decisions, verdicts.policies, verdicts.mix, verdicts.mix_note,
                          verdicts.noise)
@@ -77,10 +79,10 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
 
 def decide_sweep(config: SweepConfig, cells: Sequence[CellResult], samples: Mapping[str, CellSample],
                  gates: Mapping[str, Sequence[GateResult]], quality: Mapping[SliceKey, GateResult],
-                 output_tokens_per_request: Mapping[str, float]) -> Verdicts:
+                 output_tokens_per_request: Mapping[str, float], history: Sequence[RunValue] = ()) -> Verdicts:
     """Every claim of the sweep in one family, decided at once: cells, classes, arms at the mix and
     every k assignment a policy could choose; then the decisions, the policies and the verdicts."""
-    evidence = Evidence.of(cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm)
+    evidence = Evidence.of(cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm, history)
     cases = cell_cases(cells, samples, config, evidence, gates, quality)
     try:
         mix_claims: MixClaims | None = MixClaims.add_to(evidence, cases, config, output_tokens_per_request)

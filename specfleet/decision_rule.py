@@ -22,18 +22,23 @@ The rule: a claim is adopted when the low end of its corrected interval lies abo
 (the speedup that saves a whole replica; 1 for a plain "faster"). The correction covers every
 claim of the family (``analysis.error_control``):
 
-- ``family_wise`` (default): max-T. The same draws give the largest absolute studentised error
-  over all claims at once (claims share runs, so they are correlated, and max-T gains from it);
-  its stated-confidence quantile widens every interval. The corrected intervals then cover all
-  claims at once with the stated confidence, so choosing the best arm, class or k policy among
-  them and reporting its corrected interval is covered too.
-- ``false_discovery_rate``: Benjamini-Hochberg on one-sided p-values at (1 - confidence) / 2, and
-  intervals at the false-coverage-rate level 1 - R (1 - confidence) / m (Benjamini & Yekutieli
-  2005), R the claims adopted, m the family. Tails that far out are read from a normal scaled to
-  each claim's bootstrap quantile.
+- ``family_wise`` (default): max-T. The same draws give the largest studentised error over a tier
+  of claims at once (claims share runs, so they are correlated, and max-T gains from it); its
+  quantile at 1 - the tier's share of (1 - confidence) sets the tier's lower bounds (and, with
+  the largest negative error, its upper bounds). The tiers split the error rate: the verdicts a
+  fleet is bet on (each arm at the traffic mix and on each class alone) 80 %, the detail (every
+  cell, every k assignment a policy could choose) 20 %. Each corrected lower bound then holds for
+  all claims at once with the stated confidence, so choosing the best arm, class or k policy and
+  reporting its corrected bound is covered too.
+- ``false_discovery_rate``: Benjamini-Hochberg on the one-sided p-values at 1 - confidence, and
+  bounds at the false-coverage-rate level R (1 - confidence) / m (Benjamini & Yekutieli 2005), R
+  the claims adopted, m the family. Tails that far out are read from a normal scaled to each
+  claim's own bootstrap quantile.
 
-One-sided at half of 1 - confidence: with one claim, "adopt" is exactly "the stated interval lies
-above the break-even".
+An adopt is one-sided, the corrected bounds are each one-sided at the stated confidence (their
+pair is a two-sided interval at twice the error), and the marginal interval (the comparison alone)
+is two-sided. With one claim the corrected lower bound is the one-sided bound at the stated
+confidence.
 """
 
 from collections.abc import Mapping, Sequence
@@ -55,6 +60,12 @@ BOOTSTRAP_DRAWS = 4_000
 """Parametric bootstrap draws per family: the 95 % quantiles' Monte Carlo error is about 0.35
 points of coverage."""
 CHUNK = 1_000
+TIER: dict[str, str] = {"mix": "verdict", "class": "verdict", "canary": "verdict", "cell": "detail",
+                        "policy": "detail"}
+TIER_SHARE = {"verdict": 0.8, "detail": 0.2}
+"""How the family-wise error rate is split (Bonferroni) between the verdicts a fleet is bet on (each
+arm at the traffic mix, and each arm on each class alone: the entry gate's claims) and the detail
+(every cell, every k assignment a policy could choose): a max-T correction within each."""
 CORRECTION = {"family_wise": "max-T", "false_discovery_rate": "FCR-adjusted, Benjamini-Hochberg"}
 
 
@@ -102,10 +113,10 @@ class _Terms:
 
 @dataclass
 class _Studentised:
-    """Bootstrap draws of one metric's claims: |t*| per draw and claim."""
+    """Bootstrap draws of one metric's claims: t* = (a'y* - a'mu) / se* per draw and claim."""
 
     columns: list[int]
-    abs_t: npt.NDArray[np.float32]
+    t: npt.NDArray[np.float32]
 
 
 @dataclass
@@ -138,27 +149,27 @@ class Family:
         m, alpha = len(self.claims), 1.0 - self.confidence
         terms = [self._terms(c) for c in self.claims]
         se = np.array([self._se(c, t) for c, t in zip(self.claims, terms, strict=True)])
-        draws = self._bootstrap(terms, se)
-        marginal_crit = np.full(m, float(stats.norm.isf(alpha / 2.0)))
+        two_sided = np.full(m, float(stats.norm.isf(alpha / 2.0)))
         live = np.zeros(m, dtype=bool)
-        largest = np.zeros(BOOTSTRAP_DRAWS)
-        for d in draws:
-            marginal_crit[d.columns] = np.quantile(d.abs_t, self.confidence, axis=0)
+        t = np.zeros((BOOTSTRAP_DRAWS, m), dtype=np.float32)
+        for d in self._bootstrap(terms, se):
+            two_sided[d.columns] = np.quantile(np.abs(d.t), self.confidence, axis=0)
             live[d.columns] = True
-            largest = np.maximum(largest, d.abs_t.max(axis=1))
-        simultaneous = float(np.quantile(largest, self.confidence)) if live.any() else float("nan")
+            t[:, d.columns] = d.t
+        log = np.array([c.log_estimate for c in self.claims])
         if self.control == "family_wise":
-            corrected_crit = np.where(live, simultaneous, marginal_crit)
-            adopted = live & (np.array([c.log_estimate for c in self.claims]) - corrected_crit * se
-                              > np.log([c.break_even for c in self.claims]))
+            low, high = self._max_t(t, live, alpha)
         else:
-            corrected_crit, adopted = self._fdr(se, marginal_crit, live, alpha)
+            low, high = self._fdr(t, live, se, alpha)
+        low, high = np.where(live, low, two_sided), np.where(live, high, two_sided)
+        adopted = live & (log - low * se > np.log([c.break_even for c in self.claims]))
         out = {}
         for j, c in enumerate(self.claims):
             basis = self._basis(c)
-            mi = self._interval(c, se[j], marginal_crit[j], basis, None)
-            ci = self._interval(c, se[j], corrected_crit[j], basis, m)
-            out[c.key] = ClaimResult(c, mi, ci, bool(adopted[j]), m, self._why_not(c, mi, bool(adopted[j]), m))
+            marginal = self._interval(c, se[j], two_sided[j], two_sided[j], basis, None)
+            corrected = self._interval(c, se[j], low[j], high[j], basis, m)
+            out[c.key] = ClaimResult(c, marginal, corrected, bool(adopted[j]), m,
+                                     self._why_not(c, marginal, bool(adopted[j]), m))
         return out
 
     # --- one claim --------------------------------------------------------------------------------
@@ -194,14 +205,18 @@ class Family:
             return "requests"
         return "paired_runs" if claim.within is not None else "runs"
 
-    def _interval(self, claim: Claim, se: float, crit: float, basis: Basis, comparisons: int | None) -> Interval:
-        half = crit * se
-        return Interval(estimate=float(np.exp(claim.log_estimate)), low=float(np.exp(claim.log_estimate - half)),
-                        high=float(np.exp(claim.log_estimate + half)),
-                        confidence=None if basis == "requests" else self.confidence, basis=basis,
-                        resamples=BOOTSTRAP_DRAWS if basis != "requests" else None,
-                        comparisons=comparisons if basis != "requests" else None,
-                        correction=CORRECTION[self.control] if comparisons and basis != "requests" else None)
+    def _interval(self, claim: Claim, se: float, below: float, above: float, basis: Basis,
+                  comparisons: int | None) -> Interval:
+        """exp(log estimate - below x se, log estimate + above x se): two-sided when marginal
+        (``comparisons`` None), else each end a one-sided bound over the family."""
+        stated = basis != "requests"
+        return Interval(estimate=float(np.exp(claim.log_estimate)), low=float(np.exp(claim.log_estimate - below * se)),
+                        high=float(np.exp(claim.log_estimate + above * se)),
+                        confidence=self.confidence if stated else None, basis=basis,
+                        resamples=BOOTSTRAP_DRAWS if stated else None,
+                        comparisons=comparisons if stated else None,
+                        correction=CORRECTION[self.control] if comparisons and stated else None,
+                        sides="each" if comparisons and stated else "two")
 
     def _why_not(self, claim: Claim, marginal: Interval, adopted: bool, m: int) -> str | None:
         if adopted:
@@ -216,7 +231,7 @@ class Family:
     # --- the parametric bootstrap -----------------------------------------------------------------
 
     def _bootstrap(self, terms: Sequence[_Terms], se: FloatArray) -> list[_Studentised]:
-        """|t*| of every claim of a metric with a noise estimate, under the fitted model."""
+        """t* of every claim of a metric with a noise estimate, under the fitted model."""
         rng = np.random.default_rng([self.seed, len(self.claims), len(self.runs)])
         out = []
         for metric in sorted({c.metric for c in self.claims}):
@@ -257,21 +272,38 @@ class Family:
                 chi = rng.chisquare(np.minimum(w_df[paired], 1e6), (n, int(paired.sum())))
                 within[:, paired] = w[paired] * chi / np.minimum(w_df[paired], 1e6)
             se_star = np.sqrt(np.maximum(noise @ q + within, 1e-300))
-            out[start:start + n] = np.abs(err) / se_star
+            out[start:start + n] = err / se_star
         return out
 
-    def _fdr(self, se: FloatArray, marginal_crit: FloatArray, live: npt.NDArray[np.bool_],
-             alpha: float) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-        """Benjamini-Hochberg at alpha / 2 on one-sided p-values from a normal scaled to each claim's
-        bootstrap quantile; FCR-adjusted critical values."""
+    def _max_t(self, t: npt.NDArray[np.float32], live: npt.NDArray[np.bool_],
+               alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Per tier, the critical values of its lower and upper one-sided bounds: the quantiles of
+        its largest t* and of its largest -t* at 1 - its share of alpha (the tiers' shares
+        renormalised over the tiers with claims: Bonferroni across tiers, max-T within)."""
+        tiers = np.array([TIER[c.kind] for c in self.claims])
+        present = sorted({tier for tier, ok in zip(tiers, live, strict=True) if ok})
+        total = sum(TIER_SHARE[tier] for tier in present)
+        low, high = np.zeros(len(self.claims)), np.zeros(len(self.claims))
+        for tier in present:
+            columns = live & (tiers == tier)
+            level = 1.0 - alpha * TIER_SHARE[tier] / total
+            low[columns] = float(np.quantile(t[:, columns].max(axis=1), level))
+            high[columns] = float(np.quantile((-t[:, columns]).max(axis=1), level))
+        return low, high
+
+    def _fdr(self, t: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], se: FloatArray,
+             alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Benjamini-Hochberg at alpha on one-sided p-values, and the false-coverage-rate adjusted
+        critical values of both bounds at level R alpha / m. Tails that far out are read from a normal
+        scaled to each claim's own bootstrap quantile at 1 - alpha."""
         m = len(self.claims)
-        scale = marginal_crit / float(stats.norm.isf(alpha / 2.0))
-        z = np.array([(c.log_estimate - np.log(c.break_even)) for c in self.claims]) / np.maximum(se, 1e-300) / scale
-        p = np.where(live, stats.norm.sf(z), 1.0)
+        z = float(stats.norm.isf(alpha))
+        scale_low = np.quantile(t, 1.0 - alpha, axis=0) / z
+        scale_high = np.quantile(-t, 1.0 - alpha, axis=0) / z
+        stat = np.array([c.log_estimate - np.log(c.break_even) for c in self.claims]) / np.maximum(se, 1e-300)
+        p = np.where(live, stats.norm.sf(stat / np.maximum(scale_low, 1e-9)), 1.0)
         order = np.argsort(p)
-        passed = p[order] <= (alpha / 2.0) * np.arange(1, m + 1) / m
+        passed = p[order] <= alpha * np.arange(1, m + 1) / m
         r = int(np.max(np.nonzero(passed)[0]) + 1) if passed.any() else 0
-        adopted = np.zeros(m, dtype=bool)
-        adopted[order[:r]] = True
-        crit = float(stats.norm.isf(alpha * max(r, 1) / m / 2.0)) * scale
-        return np.where(live, crit, marginal_crit), adopted & live
+        crit = float(stats.norm.isf(alpha * max(r, 1) / m))
+        return crit * scale_low, crit * scale_high

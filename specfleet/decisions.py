@@ -307,7 +307,8 @@ def _decide(case: CellCase, results: Mapping[str, ClaimResult], config: SweepCon
     comparison = case.comparison if result is None else case.comparison.model_copy(update={
         "qualified_tps_speedup": result.marginal, "qualified_tps_speedup_corrected": result.corrected,
         "itl_speedup": itl.marginal if itl else None})
-    cost = _cost_figures(comparison, config.hardware, evidence)
+    cost = _cost_figures(comparison, config.hardware, evidence) if comparison.candidate_qualified_tokens_per_s > 0 \
+        else None
     *gates, quality = case.gates
     code, reason = _verdict(comparison, cost, gates, quality, result)
     if not quality.ran and code not in BEFORE_QUALITY:
@@ -318,10 +319,10 @@ def _decide(case: CellCase, results: Mapping[str, ClaimResult], config: SweepCon
                     comparisons=result.comparisons if result else None)
 
 
-def _verdict(c: Comparison, cost: CostFigures, gates: Sequence[GateResult], quality: GateResult,
+def _verdict(c: Comparison, cost: CostFigures | None, gates: Sequence[GateResult], quality: GateResult,
              result: ClaimResult | None) -> tuple[ReasonCode, str]:
     """The first test that fails, in order; a quality gate that did not run is left to ``_decide``."""
-    if c.candidate_qualified_tokens_per_s <= 0:
+    if cost is None:
         return "no_qualified_tokens", "no request of the speculative arm met its SLO"
     if not c.candidate_slo_holds:
         return "slo_missed", f"p{c.slo_percentile:g} TTFT or ITL of the speculative arm misses the SLO"
@@ -344,13 +345,12 @@ def _verdict(c: Comparison, cost: CostFigures, gates: Sequence[GateResult], qual
         return "no_noise_estimate", f"{saving} but {result.why_not}"
     corrected = result.corrected
     bounds = (f"x{corrected.estimate:.3f} [{corrected.low:.3f}, {corrected.high:.3f}] "
-              f"(break-even x{result.claim.break_even:.3f})")
+              f"(break-even x{result.claim.break_even:.3f}), corrected for {result.comparisons} comparisons")
     if not result.adopted:
         code: ReasonCode = "within_noise" if (result.marginal.low or 0.0) <= result.claim.break_even else (
             "not_after_correction")
-        return code, f"{saving}, {result.why_not}: corrected speedup {bounds}"
-    return "adopt", (f"{saving} beyond the noise: corrected speedup {bounds} over {result.comparisons} comparisons; "
-                     "SLO and gates pass")
+        return code, f"{saving}, {result.why_not}: speedup {bounds}"
+    return "adopt", f"{saving} beyond the noise: speedup {bounds}; SLO and gates pass"
 
 
 def evidence_ok(result: ClaimResult) -> bool:

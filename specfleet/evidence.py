@@ -16,7 +16,38 @@ from specfleet.results.cell import CellResult
 from specfleet.stats.noise import config_key
 from specfleet.stats.runs import ConfigKey, Metric, RunTable, RunValue, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
-from specfleet.stats.variance import RunNoise, estimate_noise
+from specfleet.stats.variance import NoiseDesign, RunNoise, estimate_noise
+
+
+def run_values(cells: Sequence[CellResult], samples: Mapping[str, CellSample], slo: SLOSpec,
+               analysis: AnalysisSpec) -> tuple[list[RunValue], list[RunValue]]:
+    """(SLO-qualified tokens/s, SLO-percentile ITL) run values of every usable cell with a sample."""
+    tps_runs: list[RunValue] = []
+    itl_runs: list[RunValue] = []
+    for cell in cells:
+        sample = samples.get(cell.key)
+        if not cell.usable or sample is None:
+            continue
+        key = config_key(cell.identity)
+        rng = np.random.default_rng([analysis.seed, zlib.crc32(cell.key.encode())])
+        if (rate := rate_run(sample, key)) is not None:
+            tps_runs.append(rate)
+        gaps = percentile_run(sample, key, slo.percentile, rng, analysis.bootstrap_resamples)
+        if gaps is not None:
+            itl_runs.append(gaps)
+    return tps_runs, itl_runs
+
+
+def earlier_runs(sweep_id: str, cells: Sequence[CellResult], samples: Mapping[str, CellSample], slo: SLOSpec,
+                 analysis: AnalysisSpec) -> list[RunValue]:
+    """An earlier sweep's repeated runs (both figures) as noise history: its arms and server lives
+    named after it, so its groups stay its own and no claim of this sweep reads them."""
+    out = []
+    for runs in run_values(cells, samples, slo, analysis):
+        repeated = [runs[i] for i in NoiseDesign.of(runs).rows]
+        out += [RunValue(r.metric, f"{sweep_id}: {r.label}", f"{sweep_id}/{r.arm}", r.config, f"{sweep_id}/{r.server}",
+                         r.log_value, r.within_var, r.within_df) for r in repeated]
+    return out
 
 
 @dataclass
@@ -32,26 +63,20 @@ class Evidence:
 
     @classmethod
     def of(cls, cells: Sequence[CellResult], samples: Mapping[str, CellSample], slo: SLOSpec,
-           analysis: AnalysisSpec, baseline_arm: str) -> "Evidence":
-        """Run values of every usable cell with a per-request sample; the noise from their repeats."""
-        tps_runs: list[RunValue] = []
-        itl_runs: list[RunValue] = []
-        for cell in cells:
-            sample = samples.get(cell.key)
-            if not cell.usable or sample is None:
-                continue
-            key = config_key(cell.identity)
-            rng = np.random.default_rng([analysis.seed, zlib.crc32(cell.key.encode())])
-            if (rate := rate_run(sample, key)) is not None:
-                tps_runs.append(rate)
-            gaps = percentile_run(sample, key, slo.percentile, rng, analysis.bootstrap_resamples)
-            if gaps is not None:
-                itl_runs.append(gaps)
+           analysis: AnalysisSpec, baseline_arm: str, history: Sequence[RunValue] = ()) -> "Evidence":
+        """Run values of every usable cell with a per-request sample; the noise from their repeats and
+        from ``history`` (earlier sweeps' repeated runs, ``analysis.noise_history``), which no claim reads."""
+        tps_runs, itl_runs = run_values(cells, samples, slo, analysis)
+        tps_runs += [r for r in history if r.metric == "qualified_tokens_per_s"]
+        itl_runs += [r for r in history if r.metric == "itl"]
         tps, itl = RunTable.of(tps_runs), RunTable.of(itl_runs, offset=len(tps_runs))
-        noise: dict[Metric, RunNoise] = {
-            "qualified_tokens_per_s": estimate_noise(tps_runs, "qualified_tokens_per_s", analysis.confidence,
-                                                     analysis.seed),
-            "itl": estimate_noise(itl_runs, "itl", analysis.confidence, analysis.seed)}
+        earlier = len({r.arm.split("/", 1)[0] for r in history})
+        pooled = f"; pooled with {earlier} earlier sweeps of this config and fingerprint" if earlier else ""
+        noise: dict[Metric, RunNoise] = {}
+        metrics: tuple[tuple[Metric, list[RunValue]], ...] = (("qualified_tokens_per_s", tps_runs), ("itl", itl_runs))
+        for metric, runs in metrics:
+            found = estimate_noise(runs, metric, analysis.confidence, analysis.seed)
+            noise[metric] = found.model_copy(update={"source": found.source + pooled}) if found.estimated else found
         runs = [*tps_runs, *itl_runs]
         family = Family(runs, noise, analysis.confidence, analysis.error_control, analysis.seed)
         shown = Family(runs, noise, analysis.confidence, analysis.error_control, analysis.seed)

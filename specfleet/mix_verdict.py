@@ -269,7 +269,8 @@ class MixClaims:
         selection.fleet_key = self._claim(prefix, "policy" if name.endswith("-k-policy") else "mix", found,
                                           lambda key: True)
         for pc in sorted({key[0] for key, share in self.shares.items() if share > 0}):
-            selection.class_keys[pc] = self._claim(f"{prefix}/class:{pc}", "class", found, _in_class(pc))
+            selection.class_keys[pc] = self._claim(f"{prefix}/class:{pc}", "policy" if name.endswith("-k-policy")
+                                                   else "class", found, _in_class(pc))
         return selection
 
     def _claim(self, key: str, kind: ClaimKind, found: Found, inside: Inside) -> str | None:

@@ -38,6 +38,10 @@ class AnalysisSpec(ContractModel):
         "family_wise", description="How every adopt is corrected for the sweep's many comparisons (cells, "
         "classes, arms at the mix, k policies): family_wise (max-T, simultaneous intervals) or "
         "false_discovery_rate (Benjamini-Hochberg, false-coverage-rate intervals).")
+    noise_history: int = Field(
+        0, ge=0, description="Earlier finished sweeps of the same config and fingerprint (models, engine, hardware) "
+        "whose repeated cells are pooled into the run-to-run noise estimate, newest first: a nightly learns its "
+        "noise over the nights instead of from one night's baseline pairs. 0: this sweep's own only.")
     min_coverage: float = Field(
         1.0, gt=0, le=1, description="Share of the traffic mix a verdict's measured cells must carry to be "
         "adoptable; below it the verdict is PARTIAL and never adopted.")

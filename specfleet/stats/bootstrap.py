@@ -42,11 +42,19 @@ class Interval(RecordModel):
         None, description="Comparisons the interval is corrected for (simultaneous over the sweep's family); "
         "None: marginal, this comparison alone.")
     correction: str | None = Field(None, description="How it was corrected (max-T, FCR-adjusted), if it was.")
+    sides: Literal["two", "each"] = Field(
+        "two", description="two: a two-sided interval at ``confidence``; each: each end a one-sided bound at "
+        "``confidence`` (the corrected bounds a verdict reads: the low end is what adopts).")
 
     @property
     def uncertainty(self) -> str:
         """What the interval includes, and its confidence (or that it states none)."""
-        level = "no stated confidence" if self.confidence is None else f"{self.confidence:.0%}"
+        if self.confidence is None:
+            level = "no stated confidence"
+        elif self.sides == "each":
+            level = f"each end a one-sided {self.confidence:.0%} bound"
+        else:
+            level = f"{self.confidence:.0%}"
         corrected = (f", simultaneous over {self.comparisons} comparisons ({self.correction})"
                      if self.comparisons else "")
         return f"{level}{corrected}: {UNCERTAINTY[self.basis]}"
@@ -98,29 +106,17 @@ def pooled_percentile_replicates(
     return out
 
 
-def ratio_interval(
-    estimate: float,
-    numerator: FloatArray,
-    denominator: FloatArray,
-    confidence: float,
-    basis: Basis,
-) -> Interval:
-    """Interval of numerator / denominator replicates around ``estimate`` (a zero denominator
-    makes a replicate that ``percentile_interval`` drops)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)
-    return percentile_interval(estimate, ratios, confidence, basis)
-
-
 def percentile_interval(estimate: float, replicates: FloatArray, confidence: float, basis: Basis) -> Interval:
     """The central ``confidence`` percentile interval of ``replicates`` around ``estimate``.
 
-    Replicates that are not finite are dropped; with fewer than half left the interval is None.
+    Replicates that are not finite are dropped; with fewer than half left the interval is None. An
+    interval over requests alone states no confidence (``UNCERTAINTY``): it leaves out the
+    run-to-run noise every measured figure carries.
     """
     finite = replicates[np.isfinite(replicates)]
     low = high = None
     if finite.size * 2 >= replicates.size and finite.size > 0:
         tail = (1.0 - confidence) / 2.0 * 100.0
         low, high = (float(x) for x in np.percentile(finite, [tail, 100.0 - tail]))
-    return Interval(estimate=estimate, low=low, high=high, confidence=confidence, basis=basis,
-                    resamples=int(replicates.size))
+    return Interval(estimate=estimate, low=low, high=high, confidence=None if basis == "requests" else confidence,
+                    basis=basis, resamples=int(replicates.size))

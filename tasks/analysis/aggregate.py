@@ -2,6 +2,7 @@
 read back and handed to the core (``specfleet.analysis.analyse_sweep``). The sweep's typed
 summary is assembled in ``tasks.analysis.summary``; nothing here reaches the performance model."""
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -11,10 +12,13 @@ from pydantic import BaseModel
 from specfleet.analysis import SweepAnalysis, analyse_sweep
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.engine_findings import EngineChecks
+from specfleet.evidence import earlier_runs
 from specfleet.gates import EquivalenceProbe
 from specfleet.quality_gates import QualityProbe
 from specfleet.results import CellResult, RequestRecord
-from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE
+from specfleet.stats.runs import RunValue
+from specfleet.stats.samples import CellSample
+from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, SWEEP_FILE, stored_sweeps
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ProbeKind, probe_file
 
@@ -54,4 +58,31 @@ def stored_engine_checks(sweep_dir: Path) -> EngineChecks:
 def analyse_stored(sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult],
                    records: Mapping[str, Sequence[RequestRecord]]) -> SweepAnalysis:
     return analyse_sweep(config, cells, records, stored_probes(sweep_dir, config),
-                         stored_quality(sweep_dir, config), stored_engine_checks(sweep_dir).findings)
+                         stored_quality(sweep_dir, config), stored_engine_checks(sweep_dir).findings,
+                         noise_history(sweep_dir, config))
+
+
+def noise_history(sweep_dir: Path, config: SweepConfig) -> list[RunValue]:
+    """The repeated runs of up to ``analysis.noise_history`` earlier finished sweeps beside this one
+    with the same config and fingerprint (models, engine, hardware), newest first: what they say
+    about the run-to-run noise of the same deployment."""
+    wanted = config.analysis.noise_history
+    if wanted == 0:
+        return []
+    fingerprint = json.loads((sweep_dir / SWEEP_FILE).read_text(encoding="utf-8")).get("fingerprint")
+    out: list[RunValue] = []
+    used = 0
+    for sweep_id, stored in stored_sweeps(sweep_dir.parent, config.name):
+        earlier = sweep_dir.parent / sweep_id
+        if used == wanted:
+            break
+        if sweep_id >= sweep_dir.name or stored.get("fingerprint") != fingerprint or not (
+                earlier / "summary.json").is_file():
+            continue
+        cells = [CellResult.model_validate_json(p.read_text(encoding="utf-8"))
+                 for p in sorted((earlier / "cells").glob("*.json"))]
+        records = stored_records(earlier, cells)
+        samples = {c.key: CellSample.from_records(c, records[c.key], config.slo) for c in cells if c.key in records}
+        out += earlier_runs(sweep_id, cells, samples, config.slo, config.analysis)
+        used += 1
+    return out

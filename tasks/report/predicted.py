@@ -107,8 +107,7 @@ def measured_points(data: ReportData, sampling: str) -> list[MeasuredPoint]:
                                                   analysis.bootstrap_resamples)
             interval = bs.percentile_interval(tps, replicates, analysis.confidence, "requests")
         else:
-            interval = bs.Interval(estimate=tps, low=None, high=None, confidence=analysis.confidence,
-                                   basis="requests", resamples=0)
+            interval = bs.Interval(estimate=tps, low=None, high=None, confidence=None, basis="requests", resamples=0)
         out.append(MeasuredPoint(cell.identity, interval))
     return out
 

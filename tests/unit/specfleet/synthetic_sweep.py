@@ -42,14 +42,16 @@ def config(classes: tuple[str, ...] = ("code", "extraction", "chat"), loads: tup
 
 
 def records(rate_per_request: float, n: int, spread: float, rng: np.random.Generator,
-            ttft_ms: float = 10.0) -> list[RequestRecord]:
+            ttft_ms: float = 10.0, slow: int = 0) -> list[RequestRecord]:
     """``n`` completed requests of ``TOKENS`` one-token chunks, each streaming at about
-    ``rate_per_request`` tokens/s with a relative request-to-request ``spread``."""
+    ``rate_per_request`` tokens/s with a relative request-to-request ``spread``; the first ``slow``
+    of them wait ten times ``ttft_ms`` for their first token."""
     out = []
     for i in range(n):
         gap_ns = int(1e9 / rate_per_request * max(0.2, 1.0 + spread * rng.standard_normal()))
         send = i * 10_000 * MS
-        times = tuple(send + int(ttft_ms * MS) + j * gap_ns for j in range(TOKENS))
+        first = ttft_ms * (10 if i < slow else 1)
+        times = tuple(send + int(first * MS) + j * gap_ns for j in range(TOKENS))
         out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, chunk_ns=times,
                                  chunk_tokens=(1,) * TOKENS, end_ns=times[-1], usage_completion_tokens=TOKENS,
                                  finish_reason="length", max_tokens=TOKENS))
@@ -69,10 +71,10 @@ class Sweep:
         self.rng = np.random.default_rng(self.seed)
 
     def add(self, ident: CellIdentity, rate: float, server: str, spread: float = 0.01, status: str = "ok",
-            n: int = 24, ttft_ms: float = 10.0) -> CellResult:
+            n: int = 24, ttft_ms: float = 10.0, slow: int = 0) -> CellResult:
         """One cell measured at ``rate`` tokens/s on ``server`` (its SLO-qualified rate when every
         request meets the SLO)."""
-        reqs = records(100.0, n, spread, self.rng, ttft_ms)
+        reqs = records(100.0, n, spread, self.rng, ttft_ms, slow)
         key = ident.key("synthetic")
         cell = assemble_cell(ident, key, reqs, slo=self.config.slo, duration_s=n * TOKENS / rate,
                              requests_planned=n, ignore_eos=True, max_error_fraction=0.05,
@@ -85,11 +87,12 @@ class Sweep:
 
     def arm(self, arm: str, rate: Callable[[CellIdentity], float], phase: str = "main", server: str | None = None,
             spread: float = 0.01, status: Callable[[CellIdentity], str] = lambda ident: "ok",
-            ttft_ms: float = 10.0) -> None:
+            ttft_ms: float = 10.0, slow: int = 0) -> None:
         """Every cell of ``arm`` in one server life, its rate per cell from ``rate``."""
         plan = next(p for p in arm_plans(self.config) if p.arm == arm)
         for ident in cell_identities(self.config, plan, phase):  # type: ignore[arg-type]
-            self.add(ident, rate(ident), server or f"{arm}/{phase}", spread, status(ident), ttft_ms=ttft_ms)
+            self.add(ident, rate(ident), server or f"{arm}/{phase}", spread, status(ident), ttft_ms=ttft_ms,
+                     slow=slow)
 
     def analyse(self, probes: Mapping[str, EquivalenceProbe] | None = None) -> SweepAnalysis:
         arms = [p.arm for p in arm_plans(self.config)]

@@ -1,7 +1,8 @@
-"""The canary's verdict: rollback when a class is worse beyond the interval and the noise floor
-(or below the break-even, or fails quality or the SLO), promote when every class is better beyond
-them, hold otherwise; a class whose cell is not usable on either replica is not compared and
-holds (never promotes) unless something calls for rollback."""
+"""The canary's verdict: rollback when a class is worse as the one rule decides it (or below the
+break-even, or fails quality or the SLO), promote when every class is better, compared and scored,
+hold otherwise (no noise estimate, a class within the noise, not compared, or without a scored set);
+a class whose cell is not usable on either replica is not compared and holds (never promotes)
+unless something calls for rollback."""
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from specfleet.canary import (
     AcceptanceFigure,
+    ClassClaims,
     ClassComparison,
     UnusableCell,
     acceptance_figure,
@@ -18,6 +20,7 @@ from specfleet.canary import (
     compare_class,
     uncompared_class,
 )
+from specfleet.decision_rule import Claim, ClaimResult
 from specfleet.decisions import Comparison
 from specfleet.stats.bootstrap import Interval
 from specfleet.stats.quality import QualityResult, quality_gate
@@ -26,51 +29,70 @@ NONE = AcceptanceFigure(value=None, source="none", requests=0)
 
 
 def _interval(estimate: float, low: float, high: float) -> Interval:
-    return Interval(estimate=estimate, low=low, high=high, confidence=0.95, basis="requests", resamples=1000)
+    return Interval(estimate=estimate, low=low, high=high, confidence=0.95, basis="paired_runs", resamples=1000)
 
 
-def _comparison(tps: tuple[float, float, float], itl: tuple[float, float, float] = (1.0, 0.9, 1.1),
-                candidate_slo: bool = True) -> Comparison:
+def _result(key: str, adopted: bool, ratio: tuple[float, float, float] = (1.0, 0.9, 1.1)) -> ClaimResult:
+    interval = _interval(*ratio)
+    return ClaimResult(Claim(key, "canary", float(np.log(ratio[0])), {}), interval, interval, adopted, 12,
+                       None if adopted else "within the noise")
+
+
+def _comparison(tps: tuple[float, float, float], candidate_slo: bool = True) -> Comparison:
     return Comparison(
-        basis="requests", baseline_runs=1, candidate_runs=1, baseline_qualified_tokens_per_s=100.0,
+        basis="paired_runs", baseline_runs=1, candidate_runs=1, baseline_qualified_tokens_per_s=100.0,
         candidate_qualified_tokens_per_s=100.0 * tps[0], qualified_tps_speedup=_interval(*tps),
-        itl_statistic="per_token", slo_percentile=95.0, baseline_itl_ms=10.0, candidate_itl_ms=10.0 / itl[0],
-        itl_speedup=_interval(*itl), candidate_ttft_ms=20.0, baseline_slo_holds=True,
+        itl_statistic="per_token", slo_percentile=95.0, baseline_itl_ms=10.0, candidate_itl_ms=12.0,
+        itl_speedup=None, candidate_ttft_ms=20.0, baseline_slo_holds=True,
         candidate_slo_holds=candidate_slo, acceptance_rate=None, mean_acceptance_length=None, engine_version=None)
 
 
-def _class(tps: tuple[float, float, float], noise: float | None = None, accepted: float | None = None,
-           break_even: float | None = None, itl: tuple[float, float, float] = (1.0, 0.9, 1.1),
-           candidate_slo: bool = True) -> ClassComparison:
+def _class(tps: tuple[float, float, float], faster: bool = False, slower: bool = False, itl_slower: bool = False,
+           accepted: float | None = None, break_even: float | None = None, candidate_slo: bool = True,
+           quality: QualityResult | None = None, scored: bool = True, name: str = "code") -> ClassComparison:
     cand = AcceptanceFigure(value=accepted, source="client_estimate", requests=8) if accepted else NONE
-    return compare_class("code", _comparison(tps, itl, candidate_slo), NONE, cand, accepted, noise, break_even, None)
+    claims = ClassClaims(_result("faster", faster, tps), _result("slower", slower, tps),
+                         _result("itl_slower", itl_slower))
+    return compare_class(name, _comparison(tps, candidate_slo), claims, NONE, cand, accepted, break_even,
+                         quality if quality is not None else (_quality([1.0] * 8) if scored else None), scored)
 
 
-def test_a_difference_inside_the_interval_holds() -> None:
-    verdict, reason = canary_verdict([_class((1.02, 0.95, 1.09))])
+def test_a_difference_within_the_noise_holds() -> None:
+    verdict, reason = canary_verdict([_class((1.02, 0.95, 1.09))], noise_estimated=True)
     assert verdict == "hold" and "within the noise on code" in reason
 
 
-def test_slower_beyond_the_interval_rolls_back_unless_the_noise_floor_covers_it() -> None:
-    assert canary_verdict([_class((0.85, 0.80, 0.90))])[0] == "rollback"
-    assert canary_verdict([_class((0.85, 0.80, 0.90), noise=0.15)])[0] == "hold"
+def test_slower_as_the_rule_decides_rolls_back() -> None:
+    verdict, reason = canary_verdict([_class((0.85, 0.80, 0.90), slower=True)], noise_estimated=True)
+    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s x0.850 [0.800, 0.900], lower")
 
 
-def test_faster_in_every_class_beyond_the_noise_promotes_and_one_class_within_holds() -> None:
-    fast = _class((1.4, 1.3, 1.5), noise=0.1)
-    assert canary_verdict([fast])[0] == "promote"
-    assert canary_verdict([fast, _class((1.05, 0.98, 1.12), noise=0.1)])[0] == "hold"
+def test_faster_in_every_scored_class_promotes_and_one_class_within_holds() -> None:
+    fast = _class((1.4, 1.3, 1.5), faster=True)
+    assert canary_verdict([fast], noise_estimated=True)[0] == "promote"
+    assert canary_verdict([fast, _class((1.05, 0.98, 1.12), name="chat")], noise_estimated=True)[0] == "hold"
+
+
+def test_without_a_noise_estimate_nothing_promotes() -> None:
+    verdict, reason = canary_verdict([_class((1.02, 0.95, 1.09))], noise_estimated=False)
+    assert verdict == "hold" and reason.startswith("no noise estimate (no --from sweep)")
+
+
+def test_a_class_without_a_scored_set_cannot_promote() -> None:
+    verdict, reason = canary_verdict([_class((1.4, 1.3, 1.5), faster=True, scored=False)], noise_estimated=True)
+    assert verdict == "hold" and "no scored set answered for code" in reason
 
 
 def test_acceptance_below_the_break_even_rolls_back_even_when_faster() -> None:
-    verdict, reason = canary_verdict([_class((1.4, 1.3, 1.5), accepted=1.2, break_even=1.5)])
+    verdict, reason = canary_verdict([_class((1.4, 1.3, 1.5), faster=True, accepted=1.2, break_even=1.5)],
+                                     noise_estimated=True)
     assert verdict == "rollback" and "1.20 tokens per step, below the sweep's break-even 1.50" in reason
 
 
 def test_itl_worse_or_a_missed_slo_rolls_back() -> None:
-    assert canary_verdict([_class((1.0, 0.95, 1.05), itl=(0.7, 0.6, 0.8))])[0] == "rollback"
-    verdict, reason = canary_verdict([_class((1.0, 0.95, 1.05), candidate_slo=False)])
-    assert verdict == "rollback" and "misses the SLO" in reason
+    assert canary_verdict([_class((1.0, 0.95, 1.05), itl_slower=True)], noise_estimated=True)[0] == "rollback"
+    verdict, reason = canary_verdict([_class((1.0, 0.95, 1.05), candidate_slo=False)], noise_estimated=False)
+    assert verdict == "rollback" and "misses the SLO" in reason  # needs no noise estimate
 
 
 @given(st.lists(st.one_of(st.none(), st.floats(1.0, 8.0)), max_size=20),
@@ -111,29 +133,30 @@ def test_a_class_not_compared_on_the_candidate_side_holds_naming_it_and_why() ->
     assert chat.comparison is None and chat.candidate_tokens_per_step is None and not chat.better
     assert chat.candidate_acceptance.value is None and "client saturated" in (chat.candidate_acceptance.note or "")
     assert chat.baseline_acceptance.value == 1.0  # the usable replica's figure is kept
-    verdict, reason = canary_verdict([chat])
+    verdict, reason = canary_verdict([chat], noise_estimated=True)
     assert verdict == "hold"
     assert reason.startswith("chat could not be compared (the candidate's cell is invalid: client saturated")
 
 
 def test_a_class_not_compared_turns_promote_into_hold_but_rollback_elsewhere_stands() -> None:
-    fast = _class((1.4, 1.3, 1.5), noise=0.1)
-    assert canary_verdict([fast])[0] == "promote"
-    verdict, reason = canary_verdict([fast, _uncompared(SATURATED)])
+    fast = _class((1.4, 1.3, 1.5), faster=True)
+    assert canary_verdict([fast], noise_estimated=True)[0] == "promote"
+    verdict, reason = canary_verdict([fast, _uncompared(SATURATED)], noise_estimated=True)
     assert verdict == "hold" and "chat could not be compared" in reason and "code" not in reason
-    verdict, reason = canary_verdict([_class((0.85, 0.80, 0.90)), _uncompared(SATURATED)])
-    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s x0.85")
+    verdict, reason = canary_verdict([_class((0.85, 0.80, 0.90), slower=True), _uncompared(SATURATED)],
+                                     noise_estimated=True)
+    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s x0.850")
     assert "chat could not be compared" in reason  # the rollback record says what was not compared
-    verdict, reason = canary_verdict([_class((1.02, 0.95, 1.09)), _uncompared(SATURATED)])
+    verdict, reason = canary_verdict([_class((1.02, 0.95, 1.09)), _uncompared(SATURATED)], noise_estimated=True)
     assert verdict == "hold" and reason.endswith("; within the noise on code")
 
 
 def test_what_needs_no_comparison_of_the_cells_still_counts_on_a_class_not_compared() -> None:
     baseline_only = UnusableCell(replica="baseline", status="invalid", reasons=["no request completed"])
-    assert canary_verdict([_uncompared(baseline_only, quality=_quality([1.0] * 8))])[0] == "hold"
-    verdict, reason = canary_verdict([_uncompared(baseline_only, quality=_quality([0.0] * 8))])
+    assert canary_verdict([_uncompared(baseline_only, quality=_quality([1.0] * 8))], noise_estimated=True)[0] == "hold"
+    verdict, reason = canary_verdict([_uncompared(baseline_only, quality=_quality([0.0] * 8))], noise_estimated=True)
     assert verdict == "rollback" and "chat: quality:" in reason
-    verdict, reason = canary_verdict([_uncompared(baseline_only, per_step=1.2, break_even=1.5)])
+    verdict, reason = canary_verdict([_uncompared(baseline_only, per_step=1.2, break_even=1.5)], noise_estimated=True)
     assert verdict == "rollback" and "1.20 tokens per step, below the sweep's break-even 1.50" in reason
 
 

@@ -51,11 +51,12 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.matrix import ArmPlan, CellIdentity
 from specfleet.evidence import earlier_runs
 from specfleet.results import CellResult
+from specfleet.stats.bootstrap import Interval
 from specfleet.stats.noise import config_key
 from specfleet.stats.quality import GateResult, quality_gate
 from specfleet.stats.runs import ConfigKey, Metric, RunValue, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
-from specfleet.stats.variance import NoiseDesign, RunNoise, estimate_noise
+from specfleet.stats.variance import RunNoise, estimate_noise
 from specfleet.traffic import cell_token_shares, effective_mix
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import Phase, planned_cells
@@ -134,8 +135,16 @@ def real_noise(sweep_dirs: Sequence[Path], seed: int) -> RealNoise:
             if len(phases) == 2 and len(phases["main"].sample.qualified_tokens) == len(
                     phases["baseline_end"].sample.qualified_tokens):
                 pairs[(key[0], key[2])].append((phases["main"], phases["baseline_end"]))
-    return RealNoise([d.name for d in sweep_dirs], estimate_noise(tps_runs, "qualified_tokens_per_s", 0.95, seed),
-                     estimate_noise(itl_runs, "itl", 0.95, seed), dict(baseline), dict(pairs))
+    return RealNoise([d.name for d in sweep_dirs], estimate_noise(tps_runs, "qualified_tokens_per_s", 0.95),
+                     estimate_noise(itl_runs, "itl", 0.95), dict(baseline), dict(pairs))
+
+
+def truth(noise: RunNoise) -> tuple[float, float]:
+    """The simulation's true variances: the stored sweeps' unbiased estimates, a negative one as 0."""
+    if not noise.estimated:
+        return 0.0, 0.0
+    server_var, run_var = noise.parts()
+    return max(server_var, 0.0), max(run_var, 0.0)
 
 
 # --- a simulated sweep ----------------------------------------------------------------------------
@@ -151,12 +160,13 @@ class Shape:
     template: CellResult
 
 
-def shape(name: str, noise: RealNoise) -> Shape:
+def shape(name: str, noise: RealNoise, history: bool = True) -> Shape:
     config = load_sweep_config(SHAPES[name])
+    analysis = config.analysis if history else config.analysis.model_copy(update={"noise_history": 0})
     config = config.model_copy(update={
         "hardware": config.hardware.model_copy(update={"peak_demand_tokens_per_s": DEMAND}),
         "equivalence": config.equivalence.model_copy(update={"stochastic": None}),
-        "load": config.load.model_copy(update={"adaptive_stopping": None})})
+        "load": config.load.model_copy(update={"adaptive_stopping": None}), "analysis": analysis})
     layout = planned_cells(config, "simulated")
     real = sorted(noise.baseline)
     classes = sorted({pc for pc, _ in real})
@@ -186,8 +196,8 @@ def _requests(pool: PoolCell, n: int, rng: np.random.Generator) -> tuple[FloatAr
 def simulate_sweep(sh: Shape, noise: RealNoise, theta: float, rng: np.random.Generator, with_itl: bool = False,
                    baseline_only: bool = False) -> tuple[list[CellResult], dict[str, CellSample]]:
     """One sweep: per server life an offset, per window a run-to-run offset, requests resampled."""
-    server_var, run_var = noise.tps.parts()
-    itl_server, itl_run = noise.itl.parts() if noise.itl.estimated else (0.0, 0.0)
+    server_var, run_var = truth(noise.tps)
+    itl_server, itl_run = truth(noise.itl)
     cells, samples = [], {}
     for arm, phase, replica, idents in sh.layout:
         if baseline_only and not arm.is_baseline:
@@ -226,11 +236,18 @@ def decide(sh: Shape, cells: Sequence[CellResult], samples: Mapping[str, CellSam
     return decide_sweep(sh.config, cells, samples, gates, quality, {}, earlier)
 
 
-def _covers(interval: object, truth: float) -> bool | None:
-    low, high = getattr(interval, "low", None), getattr(interval, "high", None)
-    if interval is None or low is None or high is None:
+def _covers(interval: Interval | None, truth: float) -> bool | None:
+    """A two-sided interval covers the truth (None where none was formed)."""
+    if interval is None or interval.low is None or interval.high is None:
         return None
-    return bool(low <= truth <= high)
+    return bool(interval.low <= truth <= interval.high)
+
+
+def _bounds(interval: Interval | None, truth: float) -> tuple[bool, bool] | None:
+    """A corrected interval's two one-sided bounds: (low end at or under the truth, high end at or over)."""
+    if interval is None or interval.low is None or interval.high is None:
+        return None
+    return interval.low <= truth, interval.high >= truth
 
 
 def policy_truth(sh: Shape, subject_ks: Mapping[float, int], speedup: float) -> float:
@@ -264,37 +281,42 @@ class Tally:
 
 
 def score_sweep(sh: Shape, v: Verdicts, speedup: float, tally: Tally) -> None:
-    """Coverage of every displayed interval, and what was adopted."""
-    displayed: list[bool] = []
+    """Coverage of every displayed interval (marginal: two-sided; corrected: each bound one-sided and
+    all of a sweep's bounds at once), and what was adopted."""
+    lows: list[bool] = []
+    highs: list[bool] = []
+
+    def corrected(name: str, interval: Interval | None, truth: float) -> None:
+        found = _bounds(interval, truth)
+        if found is not None:
+            tally.add(f"{name} corrected lower bound", found[0])
+            lows.append(found[0])
+            highs.append(found[1])
+
     for d in v.decisions:
         c = d.comparison
         tally.add("cell marginal", _covers(c.qualified_tps_speedup if c else None, speedup))
-        if (hit := _covers(c.qualified_tps_speedup_corrected if c else None, speedup)) is not None:
-            displayed.append(hit)
+        corrected("cell", c.qualified_tps_speedup_corrected if c else None, speedup)
         tally.add("adopt: cell", d.verdict == "adopt")
     for m in v.mix:
         if m.name.endswith("-k-policy"):
-            ks = {float(c.load_value): c.k or 0 for c in m.cells}
-            truth = policy_truth(sh, ks, speedup)
-            if (hit := _covers(m.fleet.speedup_corrected, truth)) is not None:
-                tally.add("policy corrected", hit)
-                displayed.append(hit)
+            truth = policy_truth(sh, {float(c.load_value): c.k or 0 for c in m.cells}, speedup)
+            corrected("policy (chosen)", m.fleet.speedup_corrected, truth)
             tally.add("adopt: policy at the mix", m.adoptable)
             continue
         tally.add("mix marginal", _covers(m.fleet.speedup, speedup))
-        if (hit := _covers(m.fleet.speedup_corrected, speedup)) is not None:
-            displayed.append(hit)
+        corrected("mix", m.fleet.speedup_corrected, speedup)
         for f in m.per_class.values():
             tally.add("class marginal", _covers(f.speedup, speedup))
-            if (hit := _covers(f.speedup_corrected, speedup)) is not None:
-                displayed.append(hit)
+            corrected("class", f.speedup_corrected, speedup)
         tally.add("adopt: arm at the mix", m.adoptable)
     classes = class_verdicts(sh.config, v.decisions, v.mix, v.policies)
     for cv in classes:
-        tally.add("class verdict (pick, corrected)", _covers(cv.figures.speedup_corrected if cv.figures else None,
-                                                             speedup))
+        found = _bounds(cv.figures.speedup_corrected if cv.figures else None, speedup)
+        tally.add("class verdict (the arm picked) corrected lower bound", None if found is None else found[0])
         tally.add("adopt: class verdict", cv.verdict == "adopt")
-    tally.add("all corrected intervals at once", all(displayed) if displayed else None)
+    tally.add("all corrected lower bounds at once", all(lows) if lows else None)
+    tally.add("all corrected upper bounds at once", all(highs) if highs else None)
     tally.add("adopt: anything in the sweep", any(d.verdict == "adopt" for d in v.decisions)
               or any(m.adoptable for m in v.mix) or any(cv.verdict == "adopt" for cv in classes))
 
@@ -304,8 +326,8 @@ def score_sweep(sh: Shape, v: Verdicts, speedup: float, tally: Tally) -> None:
 def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.random.Generator,
                     tally: Tally) -> None:
     """An A/A canary at the demo's c4 classes: both replicas baselines, paired prompt by prompt."""
-    server_var, run_var = noise.tps.parts()
-    itl_server, itl_run = noise.itl.parts()
+    server_var, run_var = truth(noise.tps)
+    itl_server, itl_run = truth(noise.itl)
     config = demo.config
     classes = []
     for (pc, load), found in sorted(noise.pairs.items()):
@@ -331,17 +353,16 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
             replicas.append(CellSample(cell=cell, qualified_tokens=tokens, durations_s=busy,
                                        ttft_ms=np.full(n, 1.0), itl_ms=tuple(s.itl_ms[i] * scale for i in idx)))
         classes.append(PairedClass(pc, *replicas))
-    if with_from:
-        cells, samples = simulate_sweep(demo, noise, 0.0, rng, with_itl=True, baseline_only=True)
-        runs: dict[Metric, list[RunValue]] = {"qualified_tokens_per_s": [], "itl": []}
-        for cell in cells:
-            key = config_key(cell.identity)
-            if (run := rate_run(samples[cell.key], key)) is not None:
-                runs["qualified_tokens_per_s"].append(run)
-            if (gaps := percentile_run(samples[cell.key], key, config.slo.percentile, rng, 200)) is not None:
-                runs["itl"].append(gaps)
-        measured = {m: estimate_noise(r, m, config.analysis.confidence, config.analysis.seed) for m, r in runs.items()}
-        noise_runs = [r for group in runs.values() for r in (group[i] for i in NoiseDesign.of(group).rows)]
+    measured: dict[Metric, RunNoise]
+    noise_runs: list[RunValue]
+    if with_from:  # the --from sweep's repeated runs and its noise history, as sweep_context reads them
+        noise_runs = []
+        for night in range(config.analysis.noise_history + 1):
+            cells, samples = simulate_sweep(demo, noise, 0.0, rng, with_itl=True, baseline_only=True)
+            noise_runs += earlier_runs(f"sweep-{night}", cells, samples, config.slo, config.analysis)
+        metrics: tuple[Metric, Metric] = ("qualified_tokens_per_s", "itl")
+        measured = {m: estimate_noise([r for r in noise_runs if r.metric == m], m, config.analysis.confidence)
+                    for m in metrics}
     else:
         from tasks.canary.context import NO_SWEEP, no_noise
 
@@ -352,10 +373,12 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
     compared = []
     for paired in classes:
         comparison, decided = class_claims(paired, results, claims[paired.name], config.slo, measured)
+        stated = comparison.qualified_tps_speedup is not None and comparison.qualified_tps_speedup.confidence
         tally.add(f"canary {label}: tokens/s marginal", _covers(comparison.qualified_tps_speedup, 1.0)
-                  if comparison.qualified_tps_speedup and comparison.qualified_tps_speedup.confidence else None)
-        tally.add(f"canary {label}: tokens/s corrected", _covers(comparison.qualified_tps_speedup_corrected, 1.0)
-                  if comparison.qualified_tps_speedup and comparison.qualified_tps_speedup.confidence else None)
+                  if stated else None)
+        bounds = _bounds(comparison.qualified_tps_speedup_corrected, 1.0) if stated else None
+        tally.add(f"canary {label}: tokens/s corrected lower bound", None if bounds is None else bounds[0])
+        tally.add(f"canary {label}: tokens/s corrected upper bound", None if bounds is None else bounds[1])
         tally.add(f"canary {label}: ITL marginal", _covers(comparison.itl_speedup, 1.0)
                   if comparison.itl_speedup and comparison.itl_speedup.confidence else None)
         scores = dict.fromkeys(("a", "b", "c", "d"), 1.0)
@@ -383,6 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--canaries", type=int, default=400)
     parser.add_argument("--shapes", default="demo,nightly")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-history", action="store_true",
+                        help="every simulated sweep alone (its config's analysis.noise_history set to 0): a first run")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args(argv)
     console = Console()
@@ -391,15 +416,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not noise.tps.estimated or not noise.itl.estimated:
         print(f"no run-to-run estimate in the stored sweeps: {noise.tps.source}; {noise.itl.source}", file=sys.stderr)
         return 2
-    console.print(f"REAL noise from {len(noise.sweeps)} stored sweeps: tokens/s server {noise.tps.server_var:.5f}, "
-                  f"run {noise.tps.run_var:.5f} (tau {noise.tau:.3f} [{noise.tps.relative_sd_low:.3f}, "
-                  f"{noise.tps.relative_sd_high:.3f}]); ITL server {noise.itl.server_var:.5f}, run "
-                  f"{noise.itl.run_var:.5f}; {noise.tps.source}", highlight=False)
+    (server, run), (itl_server, itl_run) = truth(noise.tps), truth(noise.itl)
+    console.print(f"REAL noise from {len(noise.sweeps)} stored sweeps (a negative estimate taken as 0): tokens/s "
+                  f"server {server:.5f}, run {run:.5f} (tau {noise.tau:.3f} [{noise.tps.relative_sd_low:.3f}, "
+                  f"{noise.tps.relative_sd_high:.3f}]); ITL server {itl_server:.5f}, run {itl_run:.5f}; "
+                  f"{noise.tps.source}", highlight=False)
     rng = np.random.default_rng(args.seed)
     out: dict[str, object] = {"noise": {"sweeps": noise.sweeps, "tokens_per_s": noise.tps.model_dump(),
                                         "itl": noise.itl.model_dump()}, "shapes": {}}
     for name in args.shapes.split(","):
-        sh = shape(name, noise)
+        sh = shape(name, noise, history=not args.no_history)
         per_gain = args.per_gain if name == "demo" else args.nightly_per_gain
         by_gain: dict[float, Tally] = {}
         overall = Tally()
@@ -415,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             console.print(f"{name}: gain {gain:+g} tau done ({time.monotonic() - started:.0f} s)", highlight=False)
         out["shapes"][name] = _report(console, name, sh, by_gain, overall, per_gain)  # type: ignore[index]
     canary = Tally()
-    demo = shape("demo", noise)
+    demo = shape("demo", noise, history=not args.no_history)
     for _ in range(args.canaries):
         simulate_canary(noise, demo, True, rng, canary)
         simulate_canary(noise, demo, False, rng, canary)

@@ -10,30 +10,30 @@ every run and the run-to-run and server-to-server noise pooled over the sweep
 
     se^2 = server_var x sum over servers (sum of a there)^2 + run_var x sum a^2 + sum a^2 v
 
-Its interval is a parametric bootstrap-t: the runs' errors, the noise estimate and the
-request-level variances are redrawn together under the fitted model, and the studentised error of
-every claim, (a'y* - a'mu) / se*, is recorded; the stated-confidence quantile of its absolute value
-is the claim's own critical value, so the intervals carry the uncertainty of the noise estimate
-(few repeated runs give wide intervals) without a degrees-of-freedom approximation. Where the sweep
-has no estimate of run-to-run noise the interval covers request-level spread only, states no
+Its interval is a t interval with Satterthwaite degrees of freedom: 2 se^4 over the variance of
+se^2, which the sampling covariance of the two noise estimates (and of every run's request-level
+variance) gives. Few repeated runs give few degrees of freedom and wide intervals; a noise estimate
+that happens to read low is then covered by the t's tail, not mistaken for precision. Where the
+sweep has no estimate of run-to-run noise the interval covers request-level spread only, states no
 confidence, and nothing is adopted on it.
 
 The rule: a claim is adopted when the low end of its corrected interval lies above its break-even
 (the speedup that saves a whole replica; 1 for a plain "faster"). The correction covers every
 claim of the family (``analysis.error_control``):
 
-- ``family_wise`` (default): max-T. The same draws give the largest studentised error over a tier
-  of claims at once (claims share runs, so they are correlated, and max-T gains from it); its
-  quantile at 1 - the tier's share of (1 - confidence) sets the tier's lower bounds (and, with
-  the largest negative error, its upper bounds). The tiers split the error rate: the verdicts a
+- ``family_wise`` (default): max-T. The claims' errors are drawn together (they share runs, so they
+  are correlated, and max-T gains from it) and each is divided by its own chi-square root at one
+  shared quantile per draw (all the claims' standard errors rest on the same noise estimate, so
+  they read low or high together): a multivariate t. The quantile of the largest over a tier at
+  1 - the tier's share of (1 - confidence) sets the tier's lower bounds (and, with the largest
+  negative error, its upper bounds). The tiers split the error rate: the verdicts a
   fleet is bet on (each arm at the traffic mix and on each class alone) 80 %, the detail (every
   cell, every k assignment a policy could choose) 20 %. Each corrected lower bound then holds for
   all claims at once with the stated confidence, so choosing the best arm, class or k policy and
   reporting its corrected bound is covered too.
 - ``false_discovery_rate``: Benjamini-Hochberg on the one-sided p-values at 1 - confidence, and
   bounds at the false-coverage-rate level R (1 - confidence) / m (Benjamini & Yekutieli 2005), R
-  the claims adopted, m the family. Tails that far out are read from a normal scaled to each
-  claim's own bootstrap quantile.
+  the claims adopted, m the family.
 
 An adopt is one-sided, the corrected bounds are each one-sided at the stated confidence (their
 pair is a two-sided interval at twice the error), and the marginal interval (the comparison alone)
@@ -51,14 +51,16 @@ from scipy import stats
 
 from specfleet.stats.bootstrap import Basis, Interval
 from specfleet.stats.runs import Metric, RunValue
-from specfleet.stats.variance import NoiseDesign, RunNoise
+from specfleet.stats.variance import RunNoise
 
 FloatArray = npt.NDArray[np.float64]
 ErrorControl = Literal["family_wise", "false_discovery_rate"]
 ClaimKind = Literal["cell", "class", "mix", "policy", "canary"]
-BOOTSTRAP_DRAWS = 4_000
-"""Parametric bootstrap draws per family: the 95 % quantiles' Monte Carlo error is about 0.35
-points of coverage."""
+MAX_T_DRAWS = 6_000
+"""Draws of the family's joint errors behind each max-T quantile: about 0.3 points of coverage of
+Monte Carlo error at 95 %."""
+DF_STEP = 0.02
+"""Degrees of freedom are read on a log grid this fine for the chi-square quantiles of the draws."""
 CHUNK = 1_000
 TIER: dict[str, str] = {"mix": "verdict", "class": "verdict", "canary": "verdict", "cell": "detail",
                         "policy": "detail"}
@@ -111,12 +113,10 @@ class _Terms:
     within_df: float
 
 
-@dataclass
-class _Studentised:
-    """Bootstrap draws of one metric's claims: t* = (a'y* - a'mu) / se* per draw and claim."""
-
-    columns: list[int]
-    t: npt.NDArray[np.float32]
+@dataclass(frozen=True)
+class _Spread:
+    se: float
+    df: float
 
 
 @dataclass
@@ -148,20 +148,17 @@ class Family:
             return {}
         m, alpha = len(self.claims), 1.0 - self.confidence
         terms = [self._terms(c) for c in self.claims]
-        se = np.array([self._se(c, t) for c, t in zip(self.claims, terms, strict=True)])
-        two_sided = np.full(m, float(stats.norm.isf(alpha / 2.0)))
-        live = np.zeros(m, dtype=bool)
-        t = np.zeros((BOOTSTRAP_DRAWS, m), dtype=np.float32)
-        for d in self._bootstrap(terms, se):
-            two_sided[d.columns] = np.quantile(np.abs(d.t), self.confidence, axis=0)
-            live[d.columns] = True
-            t[:, d.columns] = d.t
-        log = np.array([c.log_estimate for c in self.claims])
+        spreads = [self._spread(c, t) for c, t in zip(self.claims, terms, strict=True)]
+        se = np.array([s.se for s in spreads])
+        df = np.array([s.df for s in spreads])
+        live = np.array([self._noise(c).estimated for c in self.claims])
+        two_sided = stats.t.isf(alpha / 2.0, df)
         if self.control == "family_wise":
-            low, high = self._max_t(t, live, alpha)
+            low, high = self._max_t(terms, df, live, alpha)
         else:
-            low, high = self._fdr(t, live, se, alpha)
+            low, high = self._fdr(se, df, live, alpha)
         low, high = np.where(live, low, two_sided), np.where(live, high, two_sided)
+        log = np.array([c.log_estimate for c in self.claims])
         adopted = live & (log - low * se > np.log([c.break_even for c in self.claims]))
         out = {}
         for j, c in enumerate(self.claims):
@@ -195,10 +192,20 @@ class Family:
         spread = float(np.sum(a**4 * 2.0 * v**2 / df))
         return _Terms(q, within, 2.0 * within**2 / spread if spread > 0 else np.inf)
 
-    def _se(self, claim: Claim, terms: _Terms) -> float:
-        noise = self.noise[claim.metric]
-        parts = np.array(noise.parts()) if noise.estimated else np.zeros(2)
-        return float(np.sqrt(max(float(terms.q @ parts) + terms.within, 0.0)))
+    def _noise(self, claim: Claim) -> RunNoise:
+        return self.noise[claim.metric]
+
+    def _spread(self, claim: Claim, terms: _Terms) -> _Spread:
+        """se^2 = q . (server_var, run_var) + request-level part, never below the request-level part
+        (the unbiased noise estimates can fall below 0 by chance); Satterthwaite df from the noise
+        estimates' covariance and the request-level variances' own df."""
+        noise = self._noise(claim)
+        if not noise.estimated:
+            return _Spread(float(np.sqrt(terms.within)), terms.within_df)
+        variance = max(float(terms.q @ np.array(noise.parts())) + terms.within, terms.within, 1e-300)
+        var_of_var = float(terms.q @ noise.cov() @ terms.q) + 2.0 * terms.within**2 / terms.within_df
+        df = 2.0 * variance**2 / var_of_var if var_of_var > 0 else 1e6
+        return _Spread(float(np.sqrt(variance)), float(min(max(df, 1.0), 1e6)))
 
     def _basis(self, claim: Claim) -> Basis:
         if not self.noise[claim.metric].estimated:
@@ -212,8 +219,8 @@ class Family:
         stated = basis != "requests"
         return Interval(estimate=float(np.exp(claim.log_estimate)), low=float(np.exp(claim.log_estimate - below * se)),
                         high=float(np.exp(claim.log_estimate + above * se)),
-                        confidence=self.confidence if stated else None, basis=basis,
-                        resamples=BOOTSTRAP_DRAWS if stated else None,
+                        confidence=self.confidence if stated else None, basis=basis, resamples=None,
+                        df=self._spread(claim, self._terms(claim)).df if stated else None,
                         comparisons=comparisons if stated else None,
                         correction=CORRECTION[self.control] if comparisons and stated else None,
                         sides="each" if comparisons and stated else "two")
@@ -228,62 +235,56 @@ class Family:
             return "within the noise: the interval reaches the break-even"
         return f"beyond the noise alone, not after correcting for {m} comparisons ({CORRECTION[self.control]})"
 
-    # --- the parametric bootstrap -----------------------------------------------------------------
+    # --- error control -----------------------------------------------------------------------------
 
-    def _bootstrap(self, terms: Sequence[_Terms], se: FloatArray) -> list[_Studentised]:
-        """t* of every claim of a metric with a noise estimate, under the fitted model."""
-        rng = np.random.default_rng([self.seed, len(self.claims), len(self.runs)])
-        out = []
-        for metric in sorted({c.metric for c in self.claims}):
-            if not self.noise[metric].estimated:
-                continue
-            columns = [j for j, c in enumerate(self.claims) if c.metric == metric]
-            out.append(_Studentised(columns, self._draw(metric, columns, terms, se, rng)))
-        return out
-
-    def _draw(self, metric: Metric, columns: Sequence[int], terms: Sequence[_Terms], se: FloatArray,
-              rng: np.random.Generator) -> npt.NDArray[np.float32]:
-        own = [i for i, r in enumerate(self.runs) if r.metric == metric]
+    def _draws(self, metric: Metric, columns: Sequence[int], terms: Sequence[_Terms], df: FloatArray,
+               rng: np.random.Generator) -> npt.NDArray[np.float32]:
+        """Multivariate-t draws of the claims ``columns`` of one metric: their errors drawn jointly in
+        run space under the fitted noise (negative parts taken as 0), each divided by its standard
+        deviation there, then by the root of a chi-square over its df at one quantile per draw."""
+        touched = {i for j in columns for i, w in self.claims[j].weights.items() if w}
+        own = [i for i, r in enumerate(self.runs) if r.metric == metric and i in touched]
         runs = [self.runs[i] for i in own]
-        design = NoiseDesign.of(runs)
-        server_var, run_var = self.noise[metric].parts()
+        server_var, run_var = (max(p, 0.0) for p in self.noise[metric].parts())
         names = sorted({r.server for r in runs})
         z = np.array([[float(r.server == s) for s in names] for r in runs])
         v = np.array([r.within_var for r in runs])
-        v_df = np.array([max(r.within_df, 1) for r in runs], dtype=np.float64)
         a = np.stack([self._weights(self.claims[j])[own] for j in columns], axis=1)
         paired = np.array([self.claims[j].within is not None for j in columns])
-        q = np.stack([terms[j].q for j in columns], axis=1)
         w = np.array([terms[j].within for j in columns])
-        w_df = np.array([terms[j].within_df for j in columns])
-        out = np.empty((BOOTSTRAP_DRAWS, len(columns)), dtype=np.float32)
-        for start in range(0, BOOTSTRAP_DRAWS, CHUNK):
-            n = min(CHUNK, BOOTSTRAP_DRAWS - start)
+        q = np.stack([terms[j].q for j in columns], axis=1)
+        sd = np.sqrt(np.maximum(np.array([server_var, run_var]) @ q + np.where(paired, w, (a**2).T @ v), 1e-300))
+        out = np.empty((MAX_T_DRAWS, len(columns)), dtype=np.float32)
+        grid = np.exp(np.round(np.log(df[list(columns)]) / DF_STEP) * DF_STEP)
+        levels, which = np.unique(grid, return_inverse=True)
+        uniform = rng.uniform(size=(MAX_T_DRAWS, 1))
+        chi = (stats.chi2.ppf(uniform, levels[None, :]) / levels[None, :])[:, which]
+        for start in range(0, MAX_T_DRAWS, CHUNK):
+            n = min(CHUNK, MAX_T_DRAWS - start)
             shared = rng.normal(0.0, np.sqrt(server_var), (n, len(names))) @ z.T + rng.normal(
                 0.0, np.sqrt(run_var), (n, len(runs)))
-            requests = rng.normal(0.0, 1.0, (n, len(runs))) * np.sqrt(v)
-            v_star = v * rng.chisquare(v_df, (n, len(runs))) / v_df
-            noise = design.estimate((shared + requests)[:, design.rows], v_star[:, design.rows])
-            err = (shared + requests) @ a
-            within = v_star @ a**2
-            if paired.any():
+            err = (shared + rng.normal(0.0, 1.0, (n, len(runs))) * np.sqrt(v)) @ a
+            if paired.any():  # their request-level part is their own, paired prompt by prompt
                 err[:, paired] = shared @ a[:, paired] + rng.normal(0.0, 1.0, (n, int(paired.sum()))) * np.sqrt(
                     w[paired])
-                chi = rng.chisquare(np.minimum(w_df[paired], 1e6), (n, int(paired.sum())))
-                within[:, paired] = w[paired] * chi / np.minimum(w_df[paired], 1e6)
-            se_star = np.sqrt(np.maximum(noise @ q + within, 1e-300))
-            out[start:start + n] = err / se_star
+            out[start:start + n] = err / sd / np.sqrt(np.maximum(chi[start:start + n], 1e-12))
         return out
 
-    def _max_t(self, t: npt.NDArray[np.float32], live: npt.NDArray[np.bool_],
+    def _max_t(self, terms: Sequence[_Terms], df: FloatArray, live: npt.NDArray[np.bool_],
                alpha: float) -> tuple[FloatArray, FloatArray]:
         """Per tier, the critical values of its lower and upper one-sided bounds: the quantiles of
-        its largest t* and of its largest -t* at 1 - its share of alpha (the tiers' shares
+        its largest t and of its largest -t at 1 - its share of alpha (the tiers' shares
         renormalised over the tiers with claims: Bonferroni across tiers, max-T within)."""
+        m = len(self.claims)
+        rng = np.random.default_rng([self.seed, m, len(self.runs)])
+        t = np.zeros((MAX_T_DRAWS, m), dtype=np.float32)
+        for metric in sorted({c.metric for c, ok in zip(self.claims, live, strict=True) if ok}):
+            columns = [j for j, c in enumerate(self.claims) if c.metric == metric and live[j]]
+            t[:, columns] = self._draws(metric, columns, terms, df, rng)
         tiers = np.array([TIER[c.kind] for c in self.claims])
         present = sorted({tier for tier, ok in zip(tiers, live, strict=True) if ok})
         total = sum(TIER_SHARE[tier] for tier in present)
-        low, high = np.zeros(len(self.claims)), np.zeros(len(self.claims))
+        low, high = np.zeros(m), np.zeros(m)
         for tier in present:
             columns = live & (tiers == tier)
             level = 1.0 - alpha * TIER_SHARE[tier] / total
@@ -291,19 +292,15 @@ class Family:
             high[columns] = float(np.quantile((-t[:, columns]).max(axis=1), level))
         return low, high
 
-    def _fdr(self, t: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], se: FloatArray,
+    def _fdr(self, se: FloatArray, df: FloatArray, live: npt.NDArray[np.bool_],
              alpha: float) -> tuple[FloatArray, FloatArray]:
-        """Benjamini-Hochberg at alpha on one-sided p-values, and the false-coverage-rate adjusted
-        critical values of both bounds at level R alpha / m. Tails that far out are read from a normal
-        scaled to each claim's own bootstrap quantile at 1 - alpha."""
+        """Benjamini-Hochberg at alpha on the one-sided t p-values, and the false-coverage-rate
+        adjusted critical values of both bounds at level R alpha / m."""
         m = len(self.claims)
-        z = float(stats.norm.isf(alpha))
-        scale_low = np.quantile(t, 1.0 - alpha, axis=0) / z
-        scale_high = np.quantile(-t, 1.0 - alpha, axis=0) / z
         stat = np.array([c.log_estimate - np.log(c.break_even) for c in self.claims]) / np.maximum(se, 1e-300)
-        p = np.where(live, stats.norm.sf(stat / np.maximum(scale_low, 1e-9)), 1.0)
+        p = np.where(live, stats.t.sf(stat, df), 1.0)
         order = np.argsort(p)
         passed = p[order] <= alpha * np.arange(1, m + 1) / m
         r = int(np.max(np.nonzero(passed)[0]) + 1) if passed.any() else 0
-        crit = float(stats.norm.isf(alpha * max(r, 1) / m))
-        return crit * scale_low, crit * scale_high
+        crit = stats.t.isf(alpha * max(r, 1) / m, df)
+        return crit, crit

@@ -75,7 +75,7 @@ class Evidence:
         noise: dict[Metric, RunNoise] = {}
         metrics: tuple[tuple[Metric, list[RunValue]], ...] = (("qualified_tokens_per_s", tps_runs), ("itl", itl_runs))
         for metric, runs in metrics:
-            found = estimate_noise(runs, metric, analysis.confidence, analysis.seed)
+            found = estimate_noise(runs, metric, analysis.confidence)
             noise[metric] = found.model_copy(update={"source": found.source + pooled}) if found.estimated else found
         runs = [*tps_runs, *itl_runs]
         family = Family(runs, noise, analysis.confidence, analysis.error_control, analysis.seed)

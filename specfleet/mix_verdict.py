@@ -263,14 +263,16 @@ class MixClaims:
         return claims
 
     def _add(self, name: str, subject: str, sampling: str, found: Found) -> _Selection:
-        """The subject's fleet and per-class claims, added to the family where they can be formed."""
+        """The subject's fleet claim, and an arm's per-class claims, added to the family where they can
+        be formed. A composed k policy makes no per-class claims: with every assignment of k a
+        candidate they would be thousands of comparisons (measure the policy as an arm to have them)."""
         selection = _Selection(name, subject, sampling, found)
-        prefix = (f"policy:{subject}" if name.endswith("-k-policy") else f"mix:{name}") + f"/{sampling}"
-        selection.fleet_key = self._claim(prefix, "policy" if name.endswith("-k-policy") else "mix", found,
-                                          lambda key: True)
+        policy = name.endswith("-k-policy")
+        prefix = (f"policy:{subject}" if policy else f"mix:{name}") + f"/{sampling}"
+        selection.fleet_key = self._claim(prefix, "policy" if policy else "mix", found, lambda key: True)
         for pc in sorted({key[0] for key, share in self.shares.items() if share > 0}):
-            selection.class_keys[pc] = self._claim(f"{prefix}/class:{pc}", "policy" if name.endswith("-k-policy")
-                                                   else "class", found, _in_class(pc))
+            selection.class_keys[pc] = None if policy else self._claim(f"{prefix}/class:{pc}", "class", found,
+                                                                      _in_class(pc))
         return selection
 
     def _claim(self, key: str, kind: ClaimKind, found: Found, inside: Inside) -> str | None:
@@ -337,12 +339,14 @@ class MixClaims:
         per_class = {pc: self._figures(s.class_keys.get(pc), results, cells, _in_class(pc), selected) for pc in classes}
         comparisons = next((results[k].comparisons for k in (s.fleet_key, *s.class_keys.values())
                             if k is not None and k in results), None)
+        classes_check = (_check_classes(per_class, self.config.analysis.min_coverage) if not selected else GateCheck(
+            name="prompt_classes", passed=False, detail="a composed k policy makes no per-class claims (its k per load "
+            "is chosen on the same data among every assignment); measure the policy as an arm to test its classes"))
         return MixVerdict(
             name=s.name, subject=s.subject, sampling=s.sampling, mix=self.mix, cells=cells, fleet=fleet,
             per_class=per_class,
             checks=[_check_saving(fleet, comparisons), _check_loads(self.mix, cells),
-                    _check_coverage(fleet, self.config.analysis.min_coverage),
-                    _check_classes(per_class, self.config.analysis.min_coverage)],
+                    _check_coverage(fleet, self.config.analysis.min_coverage), classes_check],
             other_gates=_check_other_gates(cells), comparisons=comparisons,
             min_coverage=self.config.analysis.min_coverage)
 

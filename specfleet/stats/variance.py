@@ -17,9 +17,10 @@ two variances: the baseline's opening and closing cells, its repeats and replica
 arm's repeats. Within those groups the residuals r = M y (M removes each group's mean) give two
 quadratic forms, their sum of squares and the sum of squares of their per-server totals, whose
 expectations are linear in the two variances (tr(A Sigma)); solving the two equations gives
-unbiased estimates, truncated at 0 (the other re-solved alone). Being closed-form, the estimate can
-be redrawn thousands of times: ``specfleet.decision_rule`` studentises every claim with it under a
-parametric bootstrap, so the intervals carry the uncertainty of the noise estimate itself.
+unbiased estimates (not truncated: a truncated estimate reads low exactly when the noise is
+underestimated, and its intervals then cover less than they state), and the forms' covariance
+under normality (2 tr(A S B S)) gives their sampling covariance, from which every interval takes
+its degrees of freedom (``specfleet.decision_rule``).
 """
 
 from collections.abc import Sequence
@@ -29,14 +30,13 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field
+from scipy import stats
 
 from specfleet.contract.base import RecordModel
 from specfleet.stats.runs import Metric, RunValue
 
 FloatArray = npt.NDArray[np.float64]
 Identified = Literal["both", "total", "run_only", "none"]
-FLOOR_DRAWS = 4_000
-"""Parametric bootstrap draws behind the noise floor's own interval."""
 
 NO_REPEATS = "no configuration was measured twice (no repeat, closing baseline or replica check)"
 
@@ -51,16 +51,21 @@ class RunNoise(RecordModel):
         "of servers), charged to the server part, which no comparison can then understate; run_only: repeats "
         "on one server only, nothing says how much another server differs (no interval states a confidence); "
         "none: no configuration was measured twice.")
-    server_var: float | None = Field(description="Variance of the server-life offset (log scale).")
-    run_var: float | None = Field(description="Variance of the run-to-run offset (log scale).")
+    server_var: float | None = Field(description="Variance of the server-life offset (log scale): an unbiased "
+                                     "estimate, which can fall below 0 by chance.")
+    run_var: float | None = Field(description="Variance of the run-to-run offset (log scale), unbiased likewise.")
+    covariance: list[list[float]] | None = Field(
+        None, description="Sampling covariance of (server_var, run_var) under the fitted model: what each "
+        "interval's degrees of freedom come from.")
     runs: int = Field(description="Runs in repeated groups: what the estimate is made from.")
     groups: int = Field(description="Groups of runs with the same arm and configuration, two or more each.")
     servers: int = Field(description="Server lives among those runs.")
     relative_sd: float | None = Field(
-        description="The noise floor: sqrt(server_var + run_var), the relative spread of one window on another "
-        "server (log scale, about a fraction).")
-    relative_sd_low: float | None = Field(description="Low end of the noise floor's parametric-bootstrap interval.")
+        description="The noise floor: sqrt(server_var + run_var) (0 when their sum is not positive), the relative "
+        "spread of one window on another server (log scale, about a fraction).")
+    relative_sd_low: float | None = Field(description="Low end of the noise floor's scaled chi-square interval.")
     relative_sd_high: float | None
+    df: float | None = Field(None, description="Satterthwaite degrees of freedom of the noise floor.")
     confidence: float
     source: str = Field(description="What the estimate pooled, in words; or why there is none.")
 
@@ -72,6 +77,9 @@ class RunNoise(RecordModel):
         if self.server_var is None or self.run_var is None:
             raise ValueError(f"no run-to-run estimate: {self.source}")
         return self.server_var, self.run_var
+
+    def cov(self) -> FloatArray:
+        return np.zeros((2, 2)) if self.covariance is None else np.asarray(self.covariance, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -113,32 +121,48 @@ class NoiseDesign:
                                   "both" if np.linalg.cond(expect) < 1e8 else "total")
         return cls(identified, rows, resid, z, expect, len(repeated))
 
-    def estimate(self, y: FloatArray, v: FloatArray) -> FloatArray:
-        """(server_var, run_var) per row of ``y`` (draws x runs, the design's rows only) with
-        request-level variances ``v`` (same shape): unbiased, then truncated at 0."""
-        r = y @ self.resid
-        qa = np.sum(r**2, axis=1) - v @ np.diag(self.resid)
+    def _forms(self) -> tuple[FloatArray, FloatArray]:
+        """The two forms' matrices: Q_a = y' M y and Q_b = y' M Z Z' M y."""
         mz = self.resid @ self.servers
-        qb = np.sum((r @ self.servers) ** 2, axis=1) - v @ np.sum(mz**2, axis=1)
+        return self.resid, mz @ mz.T
+
+    def estimate(self, y: FloatArray, v: FloatArray) -> FloatArray:
+        """(server_var, run_var), unbiased (either can be negative), from run values ``y`` and
+        request-level variances ``v`` of the design's rows."""
+        a, b = self._forms()
+        qa = float(y @ a @ y - v @ np.diag(a))
+        qb = float(y @ b @ y - v @ np.diag(b))
         (a_s, a_e), _ = self.expect
-        out = np.zeros((len(y), 2))
         if self.identified == "run_only":
-            out[:, 1] = np.maximum(qa / a_e, 0.0)
-            return out
+            return np.array([np.nan, qa / a_e])
         if self.identified == "total":
-            out[:, 0] = np.maximum(qa / a_s, 0.0)
-            return out
-        solved = np.linalg.solve(self.expect, np.stack([qa, qb]))
-        s, e = solved
-        alone_e, alone_s = np.maximum(qa / a_e, 0.0), np.maximum(qa / a_s, 0.0)
-        out[:, 0] = np.where(s < 0, 0.0, np.where(e < 0, alone_s, s))
-        out[:, 1] = np.where(s < 0, alone_e, np.where(e < 0, 0.0, e))
+            return np.array([qa / a_s, 0.0])
+        return np.linalg.solve(self.expect, np.array([qa, qb]))
+
+    def covariance(self, parts: FloatArray, v: FloatArray, v_df: FloatArray) -> FloatArray:
+        """Sampling covariance of ``estimate`` under the model at ``parts`` (negative ones taken as
+        0): Cov(y'Ay, y'By) = 2 tr(A S B S) under normality, plus the uncertainty of the subtracted
+        request-level variances (each with its df)."""
+        s, e = np.maximum(np.nan_to_num(parts), 0.0)
+        sigma = s * self.servers @ self.servers.T + np.diag(e + v)
+        a, b = self._forms()
+        sa, sb = a @ sigma, b @ sigma
+        cov_q = 2.0 * np.array([[np.trace(sa @ sa), np.trace(sa @ sb)], [np.trace(sb @ sa), np.trace(sb @ sb)]])
+        c = np.stack([np.diag(a), np.diag(b)])
+        cov_q += (c * (2.0 * v**2 / v_df)) @ c.T
+        (a_s, a_e), _ = self.expect
+        if self.identified == "run_only":
+            return np.array([[0.0, 0.0], [0.0, cov_q[0, 0] / a_e**2]])
+        if self.identified == "total":
+            return np.array([[cov_q[0, 0] / a_s**2, 0.0], [0.0, 0.0]])
+        inverse = np.linalg.inv(self.expect)
+        out: FloatArray = inverse @ cov_q @ inverse.T
         return out
 
 
-def estimate_noise(runs: Sequence[RunValue], metric: Metric, confidence: float, seed: int = 0) -> RunNoise:
+def estimate_noise(runs: Sequence[RunValue], metric: Metric, confidence: float) -> RunNoise:
     """The sweep's run-to-run noise from every group of two or more runs (same arm, configuration),
-    with the noise floor's interval from a parametric bootstrap of the same estimate."""
+    with the noise floor's scaled chi-square interval (Satterthwaite degrees of freedom)."""
     design = NoiseDesign.of(runs)
     if design.identified == "none":
         return RunNoise(metric=metric, identified="none", server_var=None, run_var=None, runs=0, groups=0, servers=0,
@@ -146,30 +170,31 @@ def estimate_noise(runs: Sequence[RunValue], metric: Metric, confidence: float, 
                         source=NO_REPEATS)
     y = np.array([runs[i].log_value for i in design.rows])
     v = np.array([runs[i].within_var for i in design.rows])
-    df = np.array([max(runs[i].within_df, 1) for i in design.rows], dtype=np.float64)
-    server_var, run_var = design.estimate(y[None, :], v[None, :])[0]
+    v_df = np.array([max(runs[i].within_df, 1) for i in design.rows], dtype=np.float64)
+    parts = design.estimate(y, v)
+    cov = design.covariance(parts, v, v_df)
     counts = {"runs": len(design.rows), "groups": design.groups, "servers": design.servers.shape[1]}
     where = f"{counts['runs']} runs in {design.groups} repeated groups on {counts['servers']} server lives"
     if design.identified == "run_only":
-        return RunNoise(metric=metric, identified="run_only", server_var=None, run_var=float(run_var),
+        return RunNoise(metric=metric, identified="run_only", server_var=None, run_var=float(parts[1]),
                         relative_sd=None, relative_sd_low=None, relative_sd_high=None, confidence=confidence,
                         source=f"{where}: repeats on one server only, nothing says how much another server differs",
                         **counts)
-    rng = np.random.default_rng([seed, len(design.rows)])
-    draws = bootstrap_draws(design, float(server_var), float(run_var), v, df, rng, FLOOR_DRAWS)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(np.sqrt(draws.sum(axis=1)), [tail, 1.0 - tail])
+    total = max(float(parts.sum()), 0.0)
+    variance = float(cov.sum())
+    df = 2.0 * total**2 / variance if total > 0 and variance > 0 else None
+    low, high = _sd_interval(total, df, confidence)
     source = f"{where}" + ("" if design.identified == "both" else
                            "; server and run parts not separable: the sum is charged to the server")
-    return RunNoise(metric=metric, identified=design.identified, server_var=float(server_var), run_var=float(run_var),
-                    relative_sd=float(np.sqrt(server_var + run_var)), relative_sd_low=float(low),
-                    relative_sd_high=float(high), confidence=confidence, source=source, **counts)
+    return RunNoise(metric=metric, identified=design.identified, server_var=float(parts[0]), run_var=float(parts[1]),
+                    covariance=cov.tolist(), relative_sd=float(np.sqrt(total)), relative_sd_low=low,
+                    relative_sd_high=high, df=df, confidence=confidence, source=source, **counts)
 
 
-def bootstrap_draws(design: NoiseDesign, server_var: float, run_var: float, v: FloatArray, df: FloatArray,
-                    rng: np.random.Generator, draws: int) -> FloatArray:
-    """The estimate redrawn under the fitted model (the design's rows only): draws x 2."""
-    u = rng.normal(0.0, np.sqrt(server_var), (draws, design.servers.shape[1])) @ design.servers.T
-    y = u + rng.normal(0.0, 1.0, (draws, len(v))) * np.sqrt(run_var + v)
-    v_star = v * rng.chisquare(df, (draws, len(v))) / df
-    return design.estimate(y, v_star)
+def _sd_interval(total: float, df: float | None, confidence: float) -> tuple[float | None, float | None]:
+    """The scaled chi-square interval of sqrt(total) with ``df`` degrees of freedom."""
+    if df is None:
+        return None, None
+    tail = (1.0 - confidence) / 2.0
+    return (float(np.sqrt(df * total / stats.chi2.ppf(1.0 - tail, df))),
+            float(np.sqrt(df * total / stats.chi2.ppf(tail, df))))

@@ -93,6 +93,7 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
     """The sweep's settings and noise at the canary's load (``--from``), and from its monitor basis
     (``specfleet.monitor_basis``: the adopted arm, or ``arm``) the break-even tokens per step at
     the canary's concurrency and the speculation-off server arguments."""
+    from tasks.analysis.aggregate import noise_history
     from tasks.monitor.rules import sweep_basis
     from tasks.report.load import find_sweep_dir, load_report_data
 
@@ -100,7 +101,8 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
     config = data.config
     samples = {c.key: CellSample.from_records(c, data.records[c.key], config.slo)
                for c in data.cells if c.usable and c.key in data.records}
-    evidence = Evidence.of(data.cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm)
+    evidence = Evidence.of(data.cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm,
+                           noise_history(data.sweep_dir, config))
     noise_runs = [*_repeated(evidence.tps.runs), *_repeated(evidence.itl.runs)]
     tolerance = data.config.equivalence.quality_tolerance
     break_even, watched, notes = None, arm, []

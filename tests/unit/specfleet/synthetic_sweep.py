@@ -11,7 +11,7 @@ from specfleet.analysis import SweepAnalysis, analyse_sweep
 from specfleet.contract import CellIdentity, SweepConfig, arm_plans, parse_sweep_config
 from specfleet.contract.matrix import cell_identities
 from specfleet.gates import EquivalenceProbe
-from specfleet.metrics import assemble_cell
+from specfleet.metrics import assemble_cell, meets_slo
 from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe
 from specfleet.results import CellResult, EnergyReading, RequestRecord
 
@@ -21,8 +21,7 @@ BASE = """
 name: synthetic
 models: {target: {path: fixture:target}, draft: {path: fixture:draft}}
 arms:
-  - {name: baseline, method: baseline}
-  - {name: draft, method: draft_model, k: [2, 4]}
+ARMS
 load: {concurrency: LOADS, requests_per_cell: 24}
 prompt_classes:
 CLASSES
@@ -34,24 +33,33 @@ analysis: {bootstrap_resamples: 200}
 """
 
 
+DRAFT = "{name: draft, method: draft_model, k: [2, 4]}"
+NGRAM = "{name: ngram, method: ngram, k: [3], prompt_lookup_min: 2, prompt_lookup_max: 5}"
+
+
 def config(classes: tuple[str, ...] = ("code", "extraction", "chat"), loads: tuple[int, ...] = (1, 4),
-           extra: str = "") -> SweepConfig:
+           extra: str = "", arms: tuple[str, ...] = (DRAFT,)) -> SweepConfig:
     lines = "\n".join(f"  - {{name: {c}, max_output_tokens: {TOKENS}}}" for c in classes)
-    text = BASE.replace("LOADS", str(list(loads))).replace("CLASSES", lines) + extra
+    arm_lines = "\n".join(f"  - {a}" for a in ("{name: baseline, method: baseline}", *arms))
+    text = BASE.replace("LOADS", str(list(loads))).replace("CLASSES", lines).replace("ARMS", arm_lines) + extra
     return parse_sweep_config(text, "synthetic.yaml")
 
 
 def records(rate_per_request: float, n: int, spread: float, rng: np.random.Generator,
-            ttft_ms: float = 10.0, slow: int = 0) -> list[RequestRecord]:
-    """``n`` completed requests of ``TOKENS`` one-token chunks, each streaming at about
-    ``rate_per_request`` tokens/s with a relative request-to-request ``spread``; the first ``slow``
-    of them wait ten times ``ttft_ms`` for their first token."""
+            ttft_ms: float = 10.0, slow: int = 0, failed: int = 0) -> list[RequestRecord]:
+    """``n`` requests of ``TOKENS`` one-token chunks, each streaming at about ``rate_per_request``
+    tokens/s with a relative request-to-request ``spread``; the first ``slow`` of them wait ten
+    times ``ttft_ms`` for their first token, the last ``failed`` time out."""
     out = []
     for i in range(n):
         gap_ns = int(1e9 / rate_per_request * max(0.2, 1.0 + spread * rng.standard_normal()))
         send = i * 10_000 * MS
         first = ttft_ms * (10 if i < slow else 1)
         times = tuple(send + int(first * MS) + j * gap_ns for j in range(TOKENS))
+        if i >= n - failed:
+            out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, end_ns=times[-1], error="timeout",
+                                     max_tokens=TOKENS))
+            continue
         out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, chunk_ns=times,
                                  chunk_tokens=(1,) * TOKENS, end_ns=times[-1], usage_completion_tokens=TOKENS,
                                  finish_reason="length", max_tokens=TOKENS))
@@ -71,12 +79,14 @@ class Sweep:
         self.rng = np.random.default_rng(self.seed)
 
     def add(self, ident: CellIdentity, rate: float, server: str, spread: float = 0.01, status: str = "ok",
-            n: int = 24, ttft_ms: float = 10.0, slow: int = 0) -> CellResult:
-        """One cell measured at ``rate`` tokens/s on ``server`` (its SLO-qualified rate when every
-        request meets the SLO)."""
-        reqs = records(100.0, n, spread, self.rng, ttft_ms, slow)
+            n: int = 24, ttft_ms: float = 10.0, slow: int = 0, failed: int = 0,
+            per_request_tokens_per_s: float = 100.0) -> CellResult:
+        """One cell measured at SLO-qualified ``rate`` tokens/s on ``server`` (its window set so; 0 when
+        no request meets the SLO); its requests stream at ``per_request_tokens_per_s``."""
+        reqs = records(per_request_tokens_per_s, n, spread, self.rng, ttft_ms, slow, failed)
         key = ident.key("synthetic")
-        cell = assemble_cell(ident, key, reqs, slo=self.config.slo, duration_s=n * TOKENS / rate,
+        qualified = sum(TOKENS for r in reqs if r.ok and meets_slo(r, self.config.slo))
+        cell = assemble_cell(ident, key, reqs, slo=self.config.slo, duration_s=(qualified or n * TOKENS) / rate,
                              requests_planned=n, ignore_eos=True, max_error_fraction=0.05,
                              energy=EnergyReading(source="none", joules=None, reason="synthetic"),
                              runner_reasons=[] if status == "ok" else ["client saturated: synthetic"])

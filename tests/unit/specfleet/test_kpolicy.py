@@ -2,40 +2,69 @@
 
 import pytest
 
-from specfleet.contract import arm_plans
-from specfleet.decisions import Decision, decide_all
+from specfleet.contract import CellIdentity, arm_plans
+from specfleet.decisions import Decision
 from specfleet.errors import InputError
 from specfleet.kpolicy import compare_policies, k_policy_reports, peer_k_policy, specfleet_k_policy
 from specfleet.results.cell import CellResult
-from tests.unit.specfleet.test_decisions import CONFIG, PASS, make_cell, make_sample, passing_quality, without_rate
+from tests.unit.specfleet.synthetic_sweep import DRAFT, NGRAM, Sweep, config
 
+CONFIG = config(classes=("code", "chat"), loads=(1, 4, 16), arms=(DRAFT, NGRAM))
+CONFIG = CONFIG.model_copy(update={
+    "load": CONFIG.load.model_copy(update={"repeats": 3}),
+    "hardware": CONFIG.hardware.model_copy(update={"peak_demand_tokens_per_s": 1990})})
 PLANS = arm_plans(CONFIG)
-# qualified tok/s per (level, k); k = 0 is the baseline. Demand is 2000 tok/s, so 100 -> 20 replicas.
+# qualified tok/s per (level, k) on code; k = 0 is the baseline. Demand is 1990 tok/s, so 100 -> 20 replicas.
 GRID = {
     (1, 0): 100.0, (1, 2): 150.0, (1, 4): 180.0,
     (4, 0): 100.0, (4, 2): 150.0, (4, 4): 160.0,
     (16, 0): 100.0, (16, 2): 100.5, (16, 4): 90.0,
 }
-SLOW_ITL = {(4, 4)}  # misses the ITL SLO: throughput alone would pick it
+SLOW_ITL = {(4, 4)}  # misses the TTFT SLO at p95: throughput alone would pick it
+
+
+def _ident(level: int, k: int, repeat: int, phase: str = "main") -> CellIdentity:
+    arm, method = ("baseline", "baseline") if k == 0 else (f"ngram-k{k}", "ngram") if k == 3 else (
+        f"draft-k{k}", "draft_model")
+    return CellIdentity(arm=arm, method=method, k=k or None, load_mode="concurrency", load_value=float(level),
+                        prompt_class="code", sampling="greedy", repeat=repeat, phase=phase)  # type: ignore[arg-type]
+
+
+def built(repeats: int = 3, spread: float = 1.0, grid: dict[tuple[int, int], float] = GRID) -> Sweep:
+    """Each (level, k) of ``grid`` ``repeats`` times on one server per arm, and the baseline again
+    at the end on another: a run-to-run estimate from both."""
+    sweep = Sweep(CONFIG)
+    for (level, k), tps in grid.items():
+        for r in range(repeats):
+            ident = _ident(level, k, r)
+            slow = (level, k) in SLOW_ITL  # 3 of 24 requests wait 2.5 s for a first token: p95 TTFT misses
+            sweep.add(ident, tps + spread * (r - 1), f"{ident.arm}/main", ttft_ms=250.0 if slow else 10.0,
+                      slow=3 if slow else 0)
+            if k == 0:
+                sweep.add(_ident(level, 0, r, "baseline_end"), tps - spread * (r - 1), "baseline/end")
+    return sweep
 
 
 def sweep(repeats: int = 3, spread: float = 1.0, grid: dict[tuple[int, int], float] = GRID) -> list[CellResult]:
-    cells = []
-    for (level, k), tps in grid.items():
-        arm = "baseline" if k == 0 else f"draft-k{k}"
-        for r in range(repeats):
-            cells.append(make_cell(arm, k or None, tps=tps + spread * (r - 1), load=level, repeat=r))
-    return cells
+    return built(repeats, spread, grid).cells
 
 
-def decisions_for(cells: list[CellResult]) -> list[Decision]:
-    slow = [(int(c.identity.load_value), c.identity.k) in SLOW_ITL for c in cells]
-    samples = {c.key: make_sample(c, seed=i, itl_ms=300.0 if slow[i] else 20.0) for i, c in enumerate(cells)}
-    return decide_all(cells, samples, CONFIG, {"draft-k2": PASS, "draft-k4": PASS}, passing_quality(cells))
+def decisions_for(s: Sweep) -> list[Decision]:
+    return s.analyse().decisions
+
+
+def failed_cell() -> CellResult:
+    s = Sweep(CONFIG)
+    return s.add(_ident(4, 2, 9), 150.0, "draft-k2/main", failed=1)
+
+
+def without_rate(cell: CellResult) -> CellResult:
+    throughput = cell.throughput.model_copy(update={"duration_s": 0.0, "qualified_tokens_per_s": None})
+    return cell.model_copy(update={"throughput": throughput})
 
 
 def test_specfleet_policy_and_config() -> None:
-    policy = specfleet_k_policy(decisions_for(sweep()), PLANS, "draft", max_batch_size=64)
+    policy = specfleet_k_policy(decisions_for(built()), PLANS, "draft", prompt_class="code", max_batch_size=64)
     assert [(c.level, c.k) for c in policy.levels] == [(1, 4), (4, 2), (16, 0)]
     assert policy.schedule == [(1, 1, 4), (2, 4, 2), (5, 64, 0)]
     assert policy.speculative_config() == {
@@ -46,13 +75,13 @@ def test_specfleet_policy_and_config() -> None:
 
 def test_no_adopted_k_means_no_speculation() -> None:
     losing = {key: (100.0 if key[1] == 0 else 95.0) for key in GRID}
-    policy = specfleet_k_policy(decisions_for(sweep(grid=losing)), PLANS, "draft")
+    policy = specfleet_k_policy(decisions_for(built(grid=losing)), PLANS, "draft", prompt_class="code")
     assert policy.schedule == [(1, 16, 0)]
     assert policy.speculative_config() is None
 
 
 def test_configured_buckets_need_the_k_adopted_at_every_level_inside() -> None:
-    policy = specfleet_k_policy(decisions_for(sweep()), PLANS, "draft", bucket_starts=[1, 8])
+    policy = specfleet_k_policy(decisions_for(built()), PLANS, "draft", prompt_class="code", bucket_starts=[1, 8])
     assert policy.schedule == [(1, 7, 2), (8, 16, 0)]
 
 
@@ -62,7 +91,7 @@ def test_unknown_arm_is_an_input_error() -> None:
 
 
 def test_peer_rule_picks_conservative_throughput_and_stops_at_the_largest_batch() -> None:
-    peer = peer_k_policy(sweep(), PLANS, "draft")
+    peer = peer_k_policy(sweep(), PLANS, "draft", prompt_class="code")
     assert peer.refused is None
     assert [(c.level, c.k) for c in peer.levels] == [(1, 4), (4, 4), (16, 0)]  # 100.5 vs 100 ties -> k 0
     assert peer.schedule == [(1, 15, 4), (16, 16, 0)]
@@ -72,20 +101,20 @@ def test_peer_rule_picks_conservative_throughput_and_stops_at_the_largest_batch(
     (sweep(repeats=1), "at least 3 required"),
     (sweep(spread=25.0), "relative MAD"),
     ([c for c in sweep() if c.identity.load_value != 1], "must be 1"),
-    ([*sweep(), make_cell("draft-k2", 2, load=4, repeat=9, failed=1)], "1 failed"),
-    ([*sweep(), without_rate(make_cell("draft-k2", 2, load=4, repeat=9))], "no qualified tokens per s"),
+    ([*sweep(), failed_cell()], "1 failed"),
+    ([*sweep(), without_rate(failed_cell())], "failed"),
 ])
 def test_peer_rule_refuses_like_the_tool(cells: list[CellResult], why: str) -> None:
-    peer = peer_k_policy(cells, PLANS, "draft")
+    peer = peer_k_policy(cells, PLANS, "draft", prompt_class="code")
     assert peer.refused is not None
     assert why in peer.refused
     assert peer.schedule == []
 
 
 def test_comparison_says_where_and_why() -> None:
-    cells = sweep()
-    ours = specfleet_k_policy(decisions_for(cells), PLANS, "draft", max_batch_size=64)
-    lines = compare_policies(ours, peer_k_policy(cells, PLANS, "draft"))
+    s = built()
+    ours = specfleet_k_policy(decisions_for(s), PLANS, "draft", prompt_class="code", max_batch_size=64)
+    lines = compare_policies(ours, peer_k_policy(s.cells, PLANS, "draft", prompt_class="code"))
     assert lines[0].startswith("batch 4: specfleet k=2")
     assert "peer k=4" in lines[0]
     assert any(line.startswith("batch 2-3: specfleet k=2, peer k=4: not measured") for line in lines)
@@ -93,17 +122,15 @@ def test_comparison_says_where_and_why() -> None:
 
 
 def test_comparison_flags_the_peer_extrapolating() -> None:
-    cells = sweep(grid={**GRID, (16, 2): 150.0})
-    ours = specfleet_k_policy(decisions_for(cells), PLANS, "draft", max_batch_size=64)
-    lines = compare_policies(ours, peer_k_policy(cells, PLANS, "draft"))
+    s = built(grid={**GRID, (16, 2): 150.0})
+    ours = specfleet_k_policy(decisions_for(s), PLANS, "draft", prompt_class="code", max_batch_size=64)
+    lines = compare_policies(ours, peer_k_policy(s.cells, PLANS, "draft", prompt_class="code"))
     assert any(line.startswith("batch 17-64: specfleet k=0, peer k=2: beyond") for line in lines)
 
 
 def test_reports_cover_every_arm_class_and_sampling() -> None:
-    cells = sweep(grid={**GRID, **{(level, 3): 90.0 for level in (1, 4, 16)}})
-    cells = [c.model_copy(update={"identity": c.identity.model_copy(update={"arm": "ngram-k3", "method": "ngram"})})
-             if c.identity.k == 3 else c for c in cells]
-    reports = k_policy_reports(decisions_for(cells), cells, CONFIG)
+    s = built(grid={**GRID, **{(level, 3): 90.0 for level in (1, 4, 16)}})
+    reports = k_policy_reports(decisions_for(s), s.cells, CONFIG)
     slices = [(r.specfleet.spec_name, r.specfleet.prompt_class) for r in reports]
     assert slices[:2] == [("draft", None), ("draft", "code")]
     assert len(reports) == 2 * (1 + len(CONFIG.prompt_classes))
@@ -118,7 +145,6 @@ def test_reports_cover_every_arm_class_and_sampling() -> None:
 
 
 def test_comparison_reports_a_refusal() -> None:
-    cells = sweep(repeats=1)
-    ours = specfleet_k_policy(decisions_for(sweep()), PLANS, "draft")
-    [line] = compare_policies(ours, peer_k_policy(cells, PLANS, "draft"))
-    assert "peer rule: batch 1, k=0: 1 runs, at least 3 required" in line
+    ours = specfleet_k_policy(decisions_for(built()), PLANS, "draft", prompt_class="code")
+    [line] = compare_policies(ours, peer_k_policy(sweep(repeats=1), PLANS, "draft", prompt_class="code"))
+    assert "peer rule: batch 1, k=0: 2 runs, at least 3 required" in line  # the opening and closing baseline

@@ -286,37 +286,35 @@ def score_sweep(sh: Shape, v: Verdicts, speedup: float, tally: Tally) -> None:
     lows: list[bool] = []
     highs: list[bool] = []
 
-    def corrected(name: str, interval: Interval | None, truth: float) -> None:
+    def corrected(interval: Interval | None, truth: float) -> None:
+        """A corrected bound states its confidence for all of the sweep's bounds at once."""
         found = _bounds(interval, truth)
         if found is not None:
-            tally.add(f"{name} corrected lower bound", found[0])
             lows.append(found[0])
             highs.append(found[1])
 
     for d in v.decisions:
         c = d.comparison
         tally.add("cell marginal", _covers(c.qualified_tps_speedup if c else None, speedup))
-        corrected("cell", c.qualified_tps_speedup_corrected if c else None, speedup)
+        corrected(c.qualified_tps_speedup_corrected if c else None, speedup)
         tally.add("adopt: cell", d.verdict == "adopt")
     for m in v.mix:
         if m.name.endswith("-k-policy"):
             truth = policy_truth(sh, {float(c.load_value): c.k or 0 for c in m.cells}, speedup)
-            corrected("policy (chosen)", m.fleet.speedup_corrected, truth)
+            corrected(m.fleet.speedup_corrected, truth)
             tally.add("adopt: policy at the mix", m.adoptable)
             continue
         tally.add("mix marginal", _covers(m.fleet.speedup, speedup))
-        corrected("mix", m.fleet.speedup_corrected, speedup)
+        corrected(m.fleet.speedup_corrected, speedup)
         for f in m.per_class.values():
             tally.add("class marginal", _covers(f.speedup, speedup))
-            corrected("class", f.speedup_corrected, speedup)
+            corrected(f.speedup_corrected, speedup)
         tally.add("adopt: arm at the mix", m.adoptable)
     classes = class_verdicts(sh.config, v.decisions, v.mix, v.policies)
     for cv in classes:
-        found = _bounds(cv.figures.speedup_corrected if cv.figures else None, speedup)
-        tally.add("class verdict (the arm picked) corrected lower bound", None if found is None else found[0])
         tally.add("adopt: class verdict", cv.verdict == "adopt")
-    tally.add("all corrected lower bounds at once", all(lows) if lows else None)
-    tally.add("all corrected upper bounds at once", all(highs) if highs else None)
+    tally.add("corrected: every lower bound of the sweep at once", all(lows) if lows else None)
+    tally.add("corrected: every upper bound of the sweep at once", all(highs) if highs else None)
     tally.add("adopt: anything in the sweep", any(d.verdict == "adopt" for d in v.decisions)
               or any(m.adoptable for m in v.mix) or any(cv.verdict == "adopt" for cv in classes))
 
@@ -337,10 +335,12 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
         n = len(opening.sample.qualified_tokens)
         idx = rng.integers(0, n, n)
         replicas: list[CellSample] = []
+        opening_itl = float(np.percentile(opening.sample.pooled_itl_ms(), config.slo.percentile))
         for real in (opening, closing):
             s = real.sample
             same_rate = (s.qualified_tokens.sum() / s.durations_s.sum()) / math.exp(opening.log_rate)
-            busy = s.durations_s * same_rate  # both real runs rescaled to the opening's rate: an A/A pair
+            busy = s.durations_s * same_rate  # both real runs rescaled to the opening's rate and ITL: an A/A pair
+            same_itl = opening_itl / float(np.percentile(s.pooled_itl_ms(), config.slo.percentile))
             tokens, busy = s.qualified_tokens[idx], busy[idx]
             moved = math.log((tokens.sum() / busy.sum()) / math.exp(opening.log_rate))
             rate = math.exp(opening.log_rate + rng.normal(0, math.sqrt(server_var)) +
@@ -350,8 +350,8 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
             cell = demo.template.model_copy(update={
                 "identity": ident, "key": f"canary-{pc}-{len(replicas)}", "status": "ok", "reasons": [],
                 "throughput": demo.template.throughput.model_copy(update={"qualified_tokens_per_s": rate})})
-            replicas.append(CellSample(cell=cell, qualified_tokens=tokens, durations_s=busy,
-                                       ttft_ms=np.full(n, 1.0), itl_ms=tuple(s.itl_ms[i] * scale for i in idx)))
+            replicas.append(CellSample(cell=cell, qualified_tokens=tokens, durations_s=busy, ttft_ms=np.full(n, 1.0),
+                                       itl_ms=tuple(s.itl_ms[i] * scale * same_itl for i in idx)))
         classes.append(PairedClass(pc, *replicas))
     measured: dict[Metric, RunNoise]
     noise_runs: list[RunValue]
@@ -371,20 +371,25 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
     results = family.decide()
     label = "with --from" if with_from else "without --from"
     compared = []
+    lows: list[bool] = []
+    highs: list[bool] = []
     for paired in classes:
         comparison, decided = class_claims(paired, results, claims[paired.name], config.slo, measured)
         stated = comparison.qualified_tps_speedup is not None and comparison.qualified_tps_speedup.confidence
         tally.add(f"canary {label}: tokens/s marginal", _covers(comparison.qualified_tps_speedup, 1.0)
                   if stated else None)
         bounds = _bounds(comparison.qualified_tps_speedup_corrected, 1.0) if stated else None
-        tally.add(f"canary {label}: tokens/s corrected lower bound", None if bounds is None else bounds[0])
-        tally.add(f"canary {label}: tokens/s corrected upper bound", None if bounds is None else bounds[1])
+        if bounds is not None:
+            lows.append(bounds[0])
+            highs.append(bounds[1])
         tally.add(f"canary {label}: ITL marginal", _covers(comparison.itl_speedup, 1.0)
                   if comparison.itl_speedup and comparison.itl_speedup.confidence else None)
         scores = dict.fromkeys(("a", "b", "c", "d"), 1.0)
         quality = quality_gate(scores, scores, prompt_class=paired.name, sampling="greedy", tolerance=0.1,
                                confidence=0.95, resamples=100, rng=rng)
         compared.append(compare_class(paired.name, comparison, decided, NONE, NONE, None, None, quality, True))
+    tally.add(f"canary {label}: every corrected lower bound at once", all(lows) if lows else None)
+    tally.add(f"canary {label}: every corrected upper bound at once", all(highs) if highs else None)
     verdict, _ = canary_verdict(compared, measured["qualified_tokens_per_s"].estimated)
     tally.add(f"canary {label}: promote", verdict == "promote")
     tally.add(f"canary {label}: rollback", verdict == "rollback")

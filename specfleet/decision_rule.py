@@ -196,13 +196,14 @@ class Family:
         return self.noise[claim.metric]
 
     def _spread(self, claim: Claim, terms: _Terms) -> _Spread:
-        """se^2 = q . (server_var, run_var) + request-level part, never below the request-level part
-        (the unbiased noise estimates can fall below 0 by chance); Satterthwaite df from the noise
-        estimates' covariance and the request-level variances' own df."""
+        """se^2 = q . (server_var, run_var) + request-level part, a part that the unbiased estimate puts
+        below 0 taken as 0 (a variance is not negative); Satterthwaite df from the noise estimates'
+        covariance and the request-level variances' own df."""
         noise = self._noise(claim)
         if not noise.estimated:
             return _Spread(float(np.sqrt(terms.within)), terms.within_df)
-        variance = max(float(terms.q @ np.array(noise.parts())) + terms.within, terms.within, 1e-300)
+        parts = np.maximum(np.array(noise.parts()), 0.0)
+        variance = max(float(terms.q @ parts) + terms.within, 1e-300)
         var_of_var = float(terms.q @ noise.cov() @ terms.q) + 2.0 * terms.within**2 / terms.within_df
         df = 2.0 * variance**2 / var_of_var if var_of_var > 0 else 1e6
         return _Spread(float(np.sqrt(variance)), float(min(max(df, 1.0), 1e6)))
@@ -244,6 +245,8 @@ class Family:
         deviation there, then by the root of a chi-square over its df at one quantile per draw."""
         touched = {i for j in columns for i, w in self.claims[j].weights.items() if w}
         own = [i for i, r in enumerate(self.runs) if r.metric == metric and i in touched]
+        if not own:  # claims on no run: nothing varies
+            return np.zeros((MAX_T_DRAWS, len(columns)), dtype=np.float32)
         runs = [self.runs[i] for i in own]
         server_var, run_var = (max(p, 0.0) for p in self.noise[metric].parts())
         names = sorted({r.server for r in runs})

@@ -315,9 +315,11 @@ class MixClaims:
             k_by_load = {float(level.level): level.k for level in policy.levels if float(level.level) in
                          self.mix.load_shares and self.mix.load_shares[float(level.level)] > 0}
             chosen = self.policies.get((policy.spec_name, policy.sampling, tuple(sorted(k_by_load.items()))))
-            if chosen is None:  # k = 0 everywhere: the baseline itself, no claim to make
+            if chosen is None:  # k = 0 everywhere: the baseline itself, its cells measured, no claim to make
+                found: Found = {key: (0, _policy_source({}, self.evidence, {}, 0, policy.sampling, key))
+                                for key in self.shares if key[1] in k_by_load}
                 chosen = _Selection(f"{policy.spec_name}-k-policy",
-                                    f"{policy.spec_name} k policy ({_ks(self.mix, k_by_load)})", policy.sampling, {})
+                                    f"{policy.spec_name} k policy ({_ks(self.mix, k_by_load)})", policy.sampling, found)
             out.append(self._verdict(chosen, results, blocked))
         return out
 
@@ -427,9 +429,12 @@ def _saving(hardware: HardwareSpec, base_tps: float, base_cost_usd: float, speed
 
 
 def _why_missing(cells: Sequence[MixCell]) -> str:
-    """Why a selection with measured cells has no claim: a side without qualified tokens somewhere."""
+    """Why a selection with measured cells has no claim: a side without qualified tokens somewhere,
+    or a k policy that turns speculation off at every load."""
     if not any(c.measured for c in cells):
         return "no measured cell"
+    if all(c.k == 0 for c in cells):
+        return "k = 0 at every load: the policy is the baseline itself, nothing to adopt"
     return "the speculative arm or the baseline has no SLO-qualified tokens in a measured cell of the mix"
 
 

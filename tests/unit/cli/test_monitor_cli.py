@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from cli.main import app
 from specfleet.summary import SweepSummary
 from tasks.report.markdown import summary_markdown
-from tests.unit.tasks.adopted_sweep import GAP_MS, WINDOW_S, AdoptedSweep, adopted_sweep
+from tests.unit.tasks.adopted_sweep import GAP_MS, AdoptedSweep, adopted_sweep
 
 runner = CliRunner()
 
@@ -43,14 +43,15 @@ def test_the_adopted_arm_gets_the_break_even_and_drift_floor_it_measured(sweep: 
     rules, text = _rules(sweep)
     alerts = _alerts(rules)
     assert {a["annotations"]["arm"] for a in alerts} == {"draft-k2"}  # type: ignore[index]
-    noise = (WINDOW_S["baseline_end"] - WINDOW_S["main"]) / ((WINDOW_S["main"] + WINDOW_S["baseline_end"]) / 2)
+    [noise] = [n.relative_sd for n in sweep.summary.noise if n.metric == "qualified_tokens_per_s"]
+    assert noise is not None and 0 < noise < 0.05  # the closing windows are within a percent or two
     for level in (1, 4):
         break_even = GAP_MS[("draft-k2", level)] / GAP_MS[("baseline", level)]
         below, drift = [a for a in alerts if a["labels"]["concurrency_bucket"] == str(level)]  # type: ignore[index]
         assert below["alert"] == "SpeculationBelowBreakEven" and drift["alert"] == "SpeculationAcceptanceDrift"
         assert f" < {break_even:.4g} and on" in str(below["expr"])
         assert below["annotations"]["break_even_tokens_per_step"] == f"{break_even:.2f}"  # type: ignore[index]
-        # the arm streams two tokens a chunk: its tokens per step, less the baseline's spread
+        # the arm streams two tokens a chunk: its tokens per step, less the sweep's noise floor
         assert f" < {2 * (1 - noise):.4g} and on" in str(drift["expr"])
         assert below["for"] == drift["for"] == "10m"
     assert text.startswith(f"# specfleet monitor rules: sweep {sweep.sweep_id}, arm draft-k2 (adopted at the "
@@ -72,8 +73,10 @@ def test_annotations_name_the_speculation_off_server_stored_with_the_sweep(sweep
     saved = SweepSummary.model_validate_json((sweep.results / sweep.sweep_id / "summary.json").read_text())
     assert saved.server_args == stored
     markdown = summary_markdown(saved)
-    assert f"adopted at the traffic mix, draft-k2: `{stored.command('draft-k2')}`" in markdown
-    assert f"`{stored.command()}`" in markdown and "adopted at the traffic mix, ngram-k3" not in markdown
+    [adopted_mix] = [v for v in saved.mix if v.name == "draft-k2"]
+    assert (f"adopted at the traffic mix (corrected for {adopted_mix.comparisons} comparisons), draft-k2: "
+            f"`{stored.command('draft-k2')}`") in markdown
+    assert f"`{stored.command()}`" in markdown and "ngram-k3: `" not in markdown
 
 
 def test_a_named_arm_the_sweep_did_not_adopt_is_said_to_be_so(sweep: AdoptedSweep) -> None:

@@ -2,7 +2,7 @@
 records whose rates, request-level spread and server lives are chosen by hand, analysed by
 ``specfleet.analysis.analyse_sweep`` with passing equivalence and quality probes."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,10 +10,13 @@ import numpy as np
 from specfleet.analysis import SweepAnalysis, analyse_sweep
 from specfleet.contract import CellIdentity, SweepConfig, arm_plans, parse_sweep_config
 from specfleet.contract.matrix import cell_identities
+from specfleet.evidence import earlier_runs
 from specfleet.gates import EquivalenceProbe
 from specfleet.metrics import assemble_cell, meets_slo
 from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe
 from specfleet.results import CellResult, EnergyReading, RequestRecord
+from specfleet.stats.runs import RunValue
+from specfleet.stats.samples import CellSample
 
 MS = 1_000_000
 TOKENS = 48
@@ -46,16 +49,19 @@ def config(classes: tuple[str, ...] = ("code", "extraction", "chat"), loads: tup
 
 
 def records(rate_per_request: float, n: int, spread: float, rng: np.random.Generator,
-            ttft_ms: float = 10.0, slow: int = 0, failed: int = 0) -> list[RequestRecord]:
+            ttft_ms: float = 10.0, slow: int = 0, failed: int = 0, long_gaps: int = 0) -> list[RequestRecord]:
     """``n`` requests of ``TOKENS`` one-token chunks, each streaming at about ``rate_per_request``
     tokens/s with a relative request-to-request ``spread``; the first ``slow`` of them wait ten
-    times ``ttft_ms`` for their first token, the last ``failed`` time out."""
+    times ``ttft_ms`` for their first token, the last ``failed`` time out, and every one has
+    ``long_gaps`` gaps 25 times as long (each request meets an ITL SLO at p95 that the cell's
+    pooled gaps miss)."""
     out = []
     for i in range(n):
         gap_ns = int(1e9 / rate_per_request * max(0.2, 1.0 + spread * rng.standard_normal()))
         send = i * 10_000 * MS
         first = ttft_ms * (10 if i < slow else 1)
-        times = tuple(send + int(first * MS) + j * gap_ns for j in range(TOKENS))
+        gaps = [gap_ns * (25 if j < long_gaps else 1) for j in range(TOKENS - 1)]
+        times = tuple(send + int(first * MS) + int(sum(gaps[:j])) for j in range(TOKENS))
         if i >= n - failed:
             out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, end_ns=times[-1], error="timeout",
                                      max_tokens=TOKENS))
@@ -80,10 +86,10 @@ class Sweep:
 
     def add(self, ident: CellIdentity, rate: float, server: str, spread: float = 0.01, status: str = "ok",
             n: int = 24, ttft_ms: float = 10.0, slow: int = 0, failed: int = 0,
-            per_request_tokens_per_s: float = 100.0) -> CellResult:
+            per_request_tokens_per_s: float = 100.0, long_gaps: int = 0) -> CellResult:
         """One cell measured at SLO-qualified ``rate`` tokens/s on ``server`` (its window set so; 0 when
         no request meets the SLO); its requests stream at ``per_request_tokens_per_s``."""
-        reqs = records(per_request_tokens_per_s, n, spread, self.rng, ttft_ms, slow, failed)
+        reqs = records(per_request_tokens_per_s, n, spread, self.rng, ttft_ms, slow, failed, long_gaps)
         key = ident.key("synthetic")
         qualified = sum(TOKENS for r in reqs if r.ok and meets_slo(r, self.config.slo))
         cell = assemble_cell(ident, key, reqs, slo=self.config.slo, duration_s=(qualified or n * TOKENS) / rate,
@@ -104,7 +110,8 @@ class Sweep:
             self.add(ident, rate(ident), server or f"{arm}/{phase}", spread, status(ident), ttft_ms=ttft_ms,
                      slow=slow)
 
-    def analyse(self, probes: Mapping[str, EquivalenceProbe] | None = None) -> SweepAnalysis:
+    def analyse(self, probes: Mapping[str, EquivalenceProbe] | None = None,
+                history: Sequence[RunValue] = ()) -> SweepAnalysis:
         arms = [p.arm for p in arm_plans(self.config)]
         greedy = {"p0": [1, 2, 3], "p1": [4, 5, 6]}
         probes = probes if probes is not None else {
@@ -114,7 +121,24 @@ class Sweep:
         quality = {arm: QualityProbe(arm=arm, classes={pc.name: ClassAnswers(source="synthetic", sha256="0" * 64,
                                                                              answers=answers)
                                                        for pc in self.config.prompt_classes}) for arm in arms}
-        return analyse_sweep(self.config, self.cells, self.records, probes, quality)
+        return analyse_sweep(self.config, self.cells, self.records, probes, quality, history=history)
+
+    def repeated_runs(self, sweep_id: str) -> list[RunValue]:
+        """This sweep's repeated runs as an earlier sweep's noise history (``analysis.noise_history``)."""
+        samples = {c.key: CellSample.from_records(c, self.records[c.key], self.config.slo) for c in self.cells}
+        return earlier_runs(sweep_id, self.cells, samples, self.config.slo, self.config.analysis)
+
+
+def history(cfg: SweepConfig, base: Callable[[CellIdentity], float], end: Callable[[CellIdentity], float],
+            sweeps: int = 4, seed: int = 100) -> list[RunValue]:
+    """``sweeps`` earlier sweeps' baselines (opening at ``base``, closing at ``end``): noise history."""
+    out: list[RunValue] = []
+    for n in range(sweeps):
+        earlier = Sweep(cfg, seed + n)
+        earlier.arm("baseline", base)
+        earlier.arm("baseline", end, phase="baseline_end")
+        out += earlier.repeated_runs(f"earlier-{n}")
+    return out
 
 
 def bracketed(cfg: SweepConfig, base: Callable[[CellIdentity], float], end: Callable[[CellIdentity], float],

@@ -8,7 +8,7 @@ import pytest
 from specfleet.contract import CellIdentity, StochasticTestSpec
 from specfleet.gates import EquivalenceProbe
 from specfleet.mix_verdict import MixVerdict
-from tests.unit.specfleet.synthetic_sweep import Sweep, bracketed, config
+from tests.unit.specfleet.synthetic_sweep import Sweep, bracketed, config, history
 
 CLASS_RATE = {"code": 100.0, "extraction": 140.0, "chat": 80.0, "rag": 120.0}
 
@@ -45,7 +45,7 @@ def test_2_one_rule_for_the_cell_and_its_class() -> None:
     sweep = bracketed(cfg, rate, lambda i: rate(i) * ends[i.prompt_class],
                       {"draft-k2": lambda i: rate(i) * gains[i.prompt_class] * (1 + (ends[i.prompt_class] - 1) / 2),
                        "draft-k4": lambda i: rate(i)}, spread=0.1)
-    analysis = sweep.analyse()
+    analysis = sweep.analyse(history=history(cfg, rate, lambda i: rate(i) * ends[i.prompt_class]))
     adopted = {(d.slice.arm, d.slice.prompt_class): d.verdict == "adopt" for d in analysis.decisions}
     beyond = {(v.name, pc): f.beyond_noise for v in analysis.mix if not v.name.endswith("policy")
               for pc, f in v.per_class.items()}

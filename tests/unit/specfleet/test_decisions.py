@@ -12,7 +12,7 @@ from specfleet.gates import EquivalenceProbe
 from specfleet.results import RequestRecord
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
-from tests.unit.specfleet.synthetic_sweep import Sweep, bracketed, config
+from tests.unit.specfleet.synthetic_sweep import Sweep, bracketed, config, history
 
 CFG = config(loads=(4,))
 CLASS_RATE = {"code": 100.0, "extraction": 140.0, "chat": 80.0}
@@ -32,12 +32,16 @@ def demand(value: float) -> SweepConfig:
     return CFG.model_copy(update={"hardware": CFG.hardware.model_copy(update={"peak_demand_tokens_per_s": value})})
 
 
+HISTORY = history(CFG, rate, end)
+
+
 def decisions(k2: float = 2.1, k4: float = 1.0, cfg: SweepConfig | None = None,
               probes: dict[str, EquivalenceProbe] | None = None) -> list[Decision]:
-    """Three classes at c4, the baseline bracketing draft-k2 (``k2`` times the baseline) and draft-k4."""
-    sweep = bracketed(cfg or demand(2000), rate, end, {"draft-k2": lambda i: rate(i) * k2,
-                                                       "draft-k4": lambda i: rate(i) * k4})
-    return sweep.analyse(probes).decisions
+    """Three classes at c4, the baseline bracketing draft-k2 (``k2`` times the baseline) and draft-k4,
+    the noise pooled with four earlier sweeps' baselines (one sweep's three pairs alone leave it wide)."""
+    cfg = cfg or demand(2000)
+    sweep = bracketed(cfg, rate, end, {"draft-k2": lambda i: rate(i) * k2, "draft-k4": lambda i: rate(i) * k4})
+    return sweep.analyse(probes, HISTORY).decisions
 
 
 def one(ds: list[Decision], arm: str = "draft-k2", prompt_class: str = "code") -> Decision:
@@ -93,12 +97,12 @@ def test_a_missed_slo_is_rejected_and_no_gate_or_a_failed_one_too() -> None:
 
 def test_a_quality_gate_that_did_not_run_rejects_with_its_own_code_and_says_why() -> None:
     sweep = bracketed(demand(2000), rate, end, {"draft-k2": lambda i: rate(i) * 2, "draft-k4": rate})
-    analysis = sweep.analyse()
+    analysis = sweep.analyse(history=HISTORY)
     from specfleet.analysis import analyse_sweep
 
     probes = {arm: EquivalenceProbe(arm=arm, greedy=GREEDY, greedy_repeat=GREEDY if arm == "baseline" else None)
               for arm in ("baseline", "draft-k2", "draft-k4")}
-    without = analyse_sweep(sweep.config, sweep.cells, sweep.records, probes, {})
+    without = analyse_sweep(sweep.config, sweep.cells, sweep.records, probes, {}, history=HISTORY)
     d = one(without.decisions)
     assert (d.verdict, d.reason_code) == ("reject", "quality_not_run")
     assert "not adopted, since a gate that did not run has not passed (were it to pass: whole-replica cost" \
@@ -175,7 +179,8 @@ def test_negative_cells_carry_the_same_detail() -> None:
 def test_every_decision_reads_the_pooled_noise_floor() -> None:
     ds = decisions()
     assert len({d.cost.noise_floor for d in ds if d.cost}) == 1
-    assert all(d.cost and d.cost.noise_source.startswith("6 runs in 3 repeated groups on 2 server lives")
+    assert all(d.cost and d.cost.noise_source.startswith("30 runs in 15 repeated groups on 10 server lives")
+               and d.cost.noise_source.endswith("pooled with 4 earlier sweeps of this config and fingerprint")
                for d in ds)
 
 

@@ -7,7 +7,7 @@ from specfleet.decisions import Decision
 from specfleet.errors import InputError
 from specfleet.kpolicy import compare_policies, k_policy_reports, peer_k_policy, specfleet_k_policy
 from specfleet.results.cell import CellResult
-from tests.unit.specfleet.synthetic_sweep import DRAFT, NGRAM, Sweep, config
+from tests.unit.specfleet.synthetic_sweep import DRAFT, NGRAM, Sweep, config, history
 
 CONFIG = config(classes=("code", "chat"), loads=(1, 4, 16), arms=(DRAFT, NGRAM))
 CONFIG = CONFIG.model_copy(update={
@@ -20,7 +20,7 @@ GRID = {
     (4, 0): 100.0, (4, 2): 150.0, (4, 4): 160.0,
     (16, 0): 100.0, (16, 2): 100.5, (16, 4): 90.0,
 }
-SLOW_ITL = {(4, 4)}  # misses the TTFT SLO at p95: throughput alone would pick it
+SLOW_ITL = {(4, 4)}  # misses the ITL SLO at p95: throughput alone would pick it
 
 
 def _ident(level: int, k: int, repeat: int, phase: str = "main") -> CellIdentity:
@@ -37,9 +37,8 @@ def built(repeats: int = 3, spread: float = 1.0, grid: dict[tuple[int, int], flo
     for (level, k), tps in grid.items():
         for r in range(repeats):
             ident = _ident(level, k, r)
-            slow = (level, k) in SLOW_ITL  # 3 of 24 requests wait 2.5 s for a first token: p95 TTFT misses
-            sweep.add(ident, tps + spread * (r - 1), f"{ident.arm}/main", ttft_ms=250.0 if slow else 10.0,
-                      slow=3 if slow else 0)
+            slow = (level, k) in SLOW_ITL  # 3 of 47 gaps of every request 25 times as long: pooled p95 ITL misses
+            sweep.add(ident, tps + spread * (r - 1), f"{ident.arm}/main", long_gaps=3 if slow else 0)
             if k == 0:
                 sweep.add(_ident(level, 0, r, "baseline_end"), tps - spread * (r - 1), "baseline/end")
     return sweep
@@ -49,8 +48,12 @@ def sweep(repeats: int = 3, spread: float = 1.0, grid: dict[tuple[int, int], flo
     return built(repeats, spread, grid).cells
 
 
+HISTORY = history(CONFIG, lambda i: GRID[(int(i.load_value), 0)], lambda i: GRID[(int(i.load_value), 0)] * 1.01)
+"""Four earlier sweeps' baselines: one sweep's two server lives say nothing of the server part."""
+
+
 def decisions_for(s: Sweep) -> list[Decision]:
-    return s.analyse().decisions
+    return s.analyse(history=HISTORY).decisions
 
 
 def failed_cell() -> CellResult:

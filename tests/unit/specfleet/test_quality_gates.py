@@ -2,6 +2,8 @@
 mode, paired with the baseline's; a gate that cannot run says why, and the sweep's analysis hands
 each decision its slice's gate."""
 
+from pathlib import Path
+
 import pytest
 
 from specfleet.contract import SweepConfig, parse_sweep_config
@@ -14,8 +16,8 @@ from specfleet.quality_gates import (
     quality_samplings,
 )
 from specfleet.scored_set import ScoredSet
-from tests.unit.specfleet.test_decisions import ROOT
 
+ROOT = Path(__file__).resolve().parents[3]
 DEMO = (ROOT / "configs" / "demo-cpu.yaml").read_text()
 SCORED_TEXT = "".join(f'{{"id": "q{i}", "prompt": "{i} + {i} =", "reference": {2 * i}, "scorer": "numeric"}}\n'
                       for i in range(1, 5))

@@ -1,9 +1,10 @@
 """A small synthetic sweep that adopts a speculative arm, stored and aggregated as the flow does
 (``summary.json`` from ``tasks.analysis.summary.aggregate``): what ``specfleet monitor rules`` reads.
 
-draft-k2 streams two tokens a chunk against the baseline's one, in half the window, and passes
-its gates: it is adopted. ngram-k3 diverges from the baseline's greedy text: rejected. The chunk
-gaps per concurrency level set the break-even (speculative gap / baseline gap)."""
+draft-k2 streams two tokens a chunk against the baseline's one, in half the window, on the seed's
+three prompt classes, and passes its gates: it is adopted. ngram-k3 diverges from the baseline's
+greedy text: rejected. The chunk gaps per concurrency level set the break-even (speculative gap /
+baseline gap); the closing baseline's windows, a little apart from the opening's, the noise."""
 
 import json
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ arms:
 load: {{concurrency: [1, 4], requests_per_cell: 4}}
 prompt_classes:
   - {{name: code, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}, scored_set: scored.jsonl}}
+  - {{name: chat, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}, scored_set: scored.jsonl}}
+  - {{name: extraction, source: jsonl, path: code.jsonl, max_output_tokens: {tokens}, scored_set: scored.jsonl}}
 slo: {{ttft_ms: 50, itl_ms: 20}}
 hardware: {{accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 100}}
 equivalence: {{prompts: 2, quality_tolerance: 0.2}}
@@ -40,8 +43,10 @@ GAP_MS = {("baseline", 1): 5, ("baseline", 4): 6, ("draft-k2", 1): 7, ("draft-k2
           ("ngram-k3", 4): 8}
 """Chunk gap per (arm, concurrency): break-even of draft-k2 7/5 = 1.4 at 1 and 10/6 at 4."""
 TOKENS_PER_CHUNK = {"baseline": 1, "draft-k2": 2, "ngram-k3": 1}
-WINDOW_S = {"main": 4.0, "baseline_end": 4.2, "speculative": 2.0}
-"""Measured windows: the baseline's two phases set the noise floor, 0.2 / 4.1."""
+WINDOW_S = {"main": 4.0, "speculative": 2.0}
+END_WINDOW_S = {("code", 1): 4.04, ("code", 4): 3.98, ("chat", 1): 3.96, ("chat", 4): 4.02, ("extraction", 1): 4.01,
+                ("extraction", 4): 3.99}
+"""Measured windows: the closing baseline's, a percent or less from the opening's, set the noise."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,8 @@ def _store(plan: SweepPlan, adopt: bool) -> None:
     store = plan.store
     for key, ident in plan.cells.items():
         reqs = records(GAP_MS[(ident.arm, ident.concurrency)], TOKENS_PER_CHUNK[ident.arm])
-        window = WINDOW_S["speculative"] if ident.k is not None else WINDOW_S[ident.phase]
+        window = (WINDOW_S["speculative"] if ident.k is not None else WINDOW_S["main"] if ident.phase == "main"
+                  else END_WINDOW_S[(ident.prompt_class, ident.concurrency)])
         cell = assemble_cell(ident, key, reqs, slo=plan.config.slo, duration_s=window, requests_planned=len(reqs),
                              ignore_eos=True, max_error_fraction=0.05,
                              energy=EnergyReading(source="none", joules=None, reason="no counter here"),
@@ -89,9 +95,10 @@ def _store(plan: SweepPlan, adopt: bool) -> None:
     assert scored is not None
     answers = {item.id: str(2 * (i + 1)) for i, item in enumerate(scored.items)}
     for arm in ("baseline", "draft-k2", "ngram-k3"):
-        code = ClassAnswers(source=scored.source, sha256=scored.sha256,
-                            answers={"greedy": item_answers(scored.items, answers, {})})
-        store.write_json(f"quality/{arm}.json", QualityProbe(arm=arm, classes={"code": code}))
+        every = ClassAnswers(source=scored.source, sha256=scored.sha256,
+                             answers={"greedy": item_answers(scored.items, answers, {})})
+        store.write_json(f"quality/{arm}.json", QualityProbe(arm=arm, classes=dict.fromkeys(
+            ("code", "chat", "extraction"), every)))
 
 
 def adopted_sweep(root: Path, adopt: bool = True) -> AdoptedSweep:

@@ -5,7 +5,8 @@ from specfleet.decisions import Decision, Slice
 from specfleet.quality_gates import QualityCheck
 from specfleet.stats.quality import GateResult
 from tasks.report.headline import grouped_decision_lines, grouped_gate_lines, mix_lines
-from tests.unit.specfleet.test_mix_verdict import HAND, config, hand_decisions
+from tests.unit.specfleet.synthetic_sweep import Sweep
+from tests.unit.specfleet.test_mix_verdict import BASE, CAND, hand_config
 
 GATE = "stochastic_distribution: distributions differ"
 
@@ -46,14 +47,20 @@ def test_gates_that_arms_share_are_one_line() -> None:
 
 
 def test_mix_lines_state_the_mix_then_each_verdict_with_its_checks() -> None:
-    from specfleet.mix_verdict import arm_mix_verdict
-
-    cfg = config(HAND)
-    verdicts = [arm_mix_verdict(hand_decisions(cfg)[:3], cfg, "draft-k2", "greedy")]
+    cfg = hand_config()
+    sweep = Sweep(cfg)
+    sweep.arm("baseline", lambda i: BASE[(i.prompt_class, i.load_value)])
+    sweep.arm("baseline", lambda i: BASE[(i.prompt_class, i.load_value)], phase="baseline_end")
+    for ident in (c.identity for c in list(sweep.cells) if c.identity.phase == "main"):
+        if (ident.prompt_class, ident.load_value) != ("chat", 4.0):
+            arm = ident.model_copy(update={"arm": "draft-k2", "method": "draft_model", "k": 2})
+            sweep.add(arm, CAND[(ident.prompt_class, ident.load_value)], "draft-k2/main")
+    verdicts = [v for v in sweep.analyse().mix if v.name == "draft-k2"]
     lines = mix_lines(verdicts)
     assert lines[0].startswith("traffic mix: code 50%, chat 50% of tokens; c1 50%, c4 50%: traffic mix from the config")
     assert lines[1] == "left out of every verdict: chat c4 (not measured)"
     assert lines[2] == verdicts[0].headline and lines[2].startswith("PARTIAL (covers 75.0% of the mix)")
     assert lines[3].startswith("  entry gate: saving_beyond_noise ") and "; prompt_classes " in lines[3]
     assert lines[4] == "  other_gates passed (SLO and gates pass at all 3 measured cells)"
+    assert "corrected for" in lines[2]
     assert mix_lines([]) == []

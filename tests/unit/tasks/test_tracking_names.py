@@ -126,25 +126,27 @@ def test_acceptance_metrics_per_arm_class_and_sampling(tmp_path: Path) -> None:
 
 
 def test_mix_metrics_per_arm_and_policy_and_absent_when_no_figure() -> None:
-    from specfleet.mix_verdict import arm_mix_verdict, policy_mix_verdict
     from tasks.tracking.names import mix_metrics
-    from tests.unit.specfleet.test_mix_verdict import HAND, config, hand_decisions
+    from tests.unit.specfleet.synthetic_sweep import Sweep
+    from tests.unit.specfleet.test_mix_verdict import BASE, CAND, hand_config, verdict
 
-    cfg = config(HAND)
-    arm = arm_mix_verdict(hand_decisions(cfg), cfg, "draft-k2", "greedy")
-    empty = policy_mix_verdict([], cfg, "draft", {1.0: 2, 4.0: 0}, "greedy")
+    cfg = hand_config()
+    arm = verdict(cfg, BASE, CAND)
+    empty = next(v for v in Sweep(cfg).analyse().mix if v.name == "draft-k4")  # nothing measured
     logged = mix_metrics([arm, empty])
     assert logged["mix.draft-k2.greedy.saving"] == arm.fleet.saving_fraction == pytest.approx(0.3)
     assert (logged["mix.draft-k2.greedy.saving_low"], logged["mix.draft-k2.greedy.saving_high"]) == (
         arm.fleet.pessimistic_saving_fraction, arm.fleet.optimistic_saving_fraction)
-    assert logged["mix.draft-k2.greedy.entry_gate"] == 1.0 and logged["mix.draft-k2.greedy.adoptable"] == 1.0
+    assert logged["mix.draft-k2.greedy.entry_gate"] == float(arm.passed)
+    assert logged["mix.draft-k2.greedy.adoptable"] == float(arm.adoptable)
+    assert logged["mix.draft-k2.greedy.comparisons"] == arm.comparisons and logged["mix.draft-k2.greedy.partial"] == 0
     replicas = (logged["mix.draft-k2.greedy.baseline_replicas"], logged["mix.draft-k2.greedy.candidate_replicas"])
     assert replicas == (10, 7)
-    # nothing measured: coverage 0 and the gate's 0, never a made-up saving or noise floor
-    assert {k for k in logged if k.startswith("mix.draft-k-policy.")} == {
-        "mix.draft-k-policy.greedy.coverage", "mix.draft-k-policy.greedy.entry_gate",
-        "mix.draft-k-policy.greedy.adoptable"}
-    assert logged["mix.draft-k-policy.greedy.coverage"] == 0.0
+    # nothing measured: coverage 0, partial, and the gate's 0, never a made-up saving or noise floor
+    assert {k for k in logged if k.startswith("mix.draft-k4.")} == {
+        "mix.draft-k4.greedy.coverage", "mix.draft-k4.greedy.partial", "mix.draft-k4.greedy.entry_gate",
+        "mix.draft-k4.greedy.adoptable"}
+    assert logged["mix.draft-k4.greedy.coverage"] == 0.0 and logged["mix.draft-k4.greedy.partial"] == 1.0
 
 
 def test_canary_metrics_of_a_class_not_compared_are_what_was_measured_and_no_speedup() -> None:

@@ -3,30 +3,33 @@ state, how often does it adopt what saves nothing, and how often does it adopt w
 
 SIMULATED sweeps on REAL noise, decided by specfleet's own code:
 
-- The noise comes from stored sweeps (default: every sweep under ``results/``): the request-level
-  spread is their own request records, resampled; the run-to-run and server-to-server variances
-  (SLO-qualified tokens/s and SLO-percentile ITL) are what ``specfleet.stats.variance`` estimates
-  from their repeated cells, pooled over all of them (each sweep's groups and servers its own).
+- The noise comes from stored sweeps (default: every finished sweep under ``results/``): the
+  run-to-run and server-to-server variances of SLO-qualified tokens/s and of the SLO-percentile ITL
+  are what ``specfleet.stats.variance`` estimates from their repeated cells, pooled over all of them
+  (each sweep's groups and servers its own); a window's run-to-run offset is drawn from their
+  opening-against-closing differences themselves (over the square root of 2, either sign: the real
+  noise's shape, tails and all), and a server life's from a normal at the server variance.
 - A simulated sweep has the matrix and the server layout of a real config (``demo``:
   configs/demo-cpu.yaml; ``nightly``: configs/llama70b-h200-nightly.yaml, its baseline stages on four
-  replicas as its plan lays them out): per server life an offset, per window a run-to-run offset,
-  per cell requests resampled from a stored cell (the nightly's classes and loads mapped onto the
-  stored cells in turn), and every speculative cell a true speedup exp(theta). Its decisions,
-  verdicts at the mix, k policies and class verdicts come from ``specfleet.analysis.decide_sweep``.
-  Demand is set to 1e9 tokens/s so that whole-replica rounding is negligible: a true speedup s then
-  saves 1 - 1/s. The equivalence and quality gates pass (their own calibration is the stochastic
-  gate's); the stochastic test is off.
-- Truths: theta = g x tau for g in -2 (a loss), 0, 1, 2, 3, tau the run-to-run noise of one window
-  on another server (the noise floor: sqrt(server_var + run_var)).
-- The canary: A/A (two identical replicas side by side, the same prompts in the same order: each
-  class's opening and closing baseline cells of a stored sweep, paired by request, each rescaled to
-  the same rate), with ``--from`` (the noise of a fresh simulated demo sweep's baseline) and without.
+  replicas as its plan lays them out), and the config's ``analysis.noise_history`` of earlier
+  simulated sweeps' baselines (``--no-history``: a first run). Every cell is a stored baseline cell
+  of the same class and load (the nightly's classes and loads mapped onto the stored ones in turn),
+  its rate moved by its server's and its window's offsets, and every speculative cell by a true
+  speedup exp(theta). Its decisions, verdicts at the mix, k policies and class verdicts come from
+  ``specfleet.analysis.decide_sweep``. Demand is set to 1e9 tokens/s so that whole-replica rounding
+  is negligible: a true speedup s then saves 1 - 1/s. The equivalence and quality gates pass (their
+  own calibration is the stochastic gate's); the stochastic test is off.
+- Truths: theta = g x tau for g in -2 (a loss), 0, 1, 2, 3, tau the run-to-run noise of one window on
+  another server (the noise floor: sqrt(server_var + run_var)).
+- The canary: A/A (two identical replicas side by side on a stored baseline cell's prompts), with
+  ``--from`` (the noise of a fresh simulated demo sweep's baseline and its history) and without.
 
-Prints the coverage of every interval the product shows (marginal: the comparison alone;
-corrected: simultaneous over the sweep's family, as the verdicts read them), the false adopt rates
-at a true saving of 0, the power at each gain, and the canary's A/A promote and rollback rates.
+Prints the coverage of every interval the product shows (marginal: the comparison alone, two-sided;
+corrected: each bound one-sided, all of a sweep's bounds at once), the false adopt rates at a true
+saving of 0, the power at each gain, and the canary's A/A promote and rollback rates.
 
-    python benchmarks/decision_calibration.py [SWEEP_DIR ...] [--sweeps N] [--canaries N] [--json OUT]
+    python benchmarks/decision_calibration.py [SWEEP_DIR ...] [--sweeps-per-gain N] [--nightly-per-gain N]
+        [--canaries N] [--no-history] [--json OUT]
 """
 
 import argparse
@@ -69,6 +72,7 @@ DEMAND = 1e9
 PASS = [GateResult(gate="greedy_exact_match", passed=True, detail="simulated: passes")]
 QUALITY = GateResult(gate="quality", passed=True, detail="simulated: passes")
 NONE = AcceptanceFigure(value=None, source="none", requests=0)
+METRICS: tuple[Metric, Metric] = ("qualified_tokens_per_s", "itl")
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -76,11 +80,12 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class PoolCell:
-    """A stored usable cell: its measured rate and per-request arrays."""
+    """A stored usable baseline cell: its requests, its rate and its ITL percentile."""
 
     label: str
     config: ConfigKey
     sample: CellSample
+    log_itl: float | None
 
     @property
     def log_rate(self) -> float:
@@ -90,61 +95,68 @@ class PoolCell:
 @dataclass(frozen=True)
 class RealNoise:
     sweeps: list[str]
-    tps: RunNoise
-    itl: RunNoise
+    noise: dict[Metric, RunNoise]
+    offsets: dict[Metric, FloatArray]
+    """Real run-to-run offsets: each A/A pair's difference over sqrt 2, with either sign."""
     baseline: dict[tuple[str, float], list[PoolCell]]
     """Usable baseline cells by (prompt class, concurrency), every stored sweep."""
-    pairs: dict[tuple[str, float], list[tuple[PoolCell, PoolCell]]]
-    """Opening and closing baseline cells of one sweep at the same configuration: A/A pairs."""
 
     @property
     def tau(self) -> float:
-        assert self.tps.relative_sd is not None
-        return self.tps.relative_sd
+        found = self.noise["qualified_tokens_per_s"].relative_sd
+        assert found is not None
+        return found
+
+    def truth(self, metric: Metric) -> tuple[float, float]:
+        """The simulation's true variances: the pooled unbiased estimates, a negative one as 0."""
+        noise = self.noise[metric]
+        if not noise.estimated:
+            return 0.0, 0.0
+        server_var, run_var = noise.parts()
+        return max(server_var, 0.0), max(run_var, 0.0)
+
+    def run_offset(self, metric: Metric, rng: np.random.Generator, size: int | None = None) -> FloatArray:
+        """Run-to-run offsets drawn from the real ones, scaled to the run part (the pairs also carry
+        the server part, which the simulation draws apart)."""
+        server_var, run_var = self.truth(metric)
+        real = self.offsets[metric]
+        scale = math.sqrt(run_var / (server_var + run_var)) if server_var + run_var > 0 else 0.0
+        return np.asarray(rng.choice(real, size=size) * scale, dtype=np.float64)
 
 
 def _unique(run: RunValue, sweep: str) -> RunValue:
     """A run labelled by its sweep: groups and server lives are each sweep's own."""
-    return RunValue(run.metric, run.label, f"{sweep}/{run.arm}", run.config, f"{sweep}/{run.server}", run.log_value,
-                    run.within_var, run.within_df)
+    return RunValue(run.metric, run.label, f"{sweep}/{run.arm}", run.config, f"{sweep}/{run.server}", run.log_value)
 
 
-def real_noise(sweep_dirs: Sequence[Path], seed: int) -> RealNoise:
-    tps_runs: list[RunValue] = []
-    itl_runs: list[RunValue] = []
+def real_noise(sweep_dirs: Sequence[Path]) -> RealNoise:
+    runs: dict[Metric, list[RunValue]] = {m: [] for m in METRICS}
     baseline: dict[tuple[str, float], list[PoolCell]] = defaultdict(list)
-    pairs: dict[tuple[str, float], list[tuple[PoolCell, PoolCell]]] = defaultdict(list)
-    rng = np.random.default_rng(seed)
+    offsets: dict[Metric, list[float]] = {m: [] for m in METRICS}
     for sweep_dir in sweep_dirs:
         data = load_report_data(sweep_dir)
-        ends: dict[ConfigKey, dict[str, PoolCell]] = defaultdict(dict)
+        ends: dict[ConfigKey, dict[str, tuple[RunValue | None, RunValue | None]]] = defaultdict(dict)
         for cell in data.cells:
             if not cell.usable or cell.key not in data.records:
                 continue
             sample = CellSample.from_records(cell, data.records[cell.key], data.config.slo)
             key = config_key(cell.identity)
-            if (run := rate_run(sample, key)) is not None:
-                tps_runs.append(_unique(run, data.sweep_id))
-            if (gaps := percentile_run(sample, key, data.config.slo.percentile, rng, 200)) is not None:
-                itl_runs.append(_unique(gaps, data.sweep_id))
-            if cell.identity.method == "baseline" and sample.qualified_tokens_per_s > 0:
-                pool = PoolCell(f"{data.sweep_id}: {cell.identity.label}", key, sample)
-                baseline[(key[0], key[2])].append(pool)
-                ends[key][cell.identity.phase] = pool
-        for key, phases in ends.items():
-            if len(phases) == 2 and len(phases["main"].sample.qualified_tokens) == len(
-                    phases["baseline_end"].sample.qualified_tokens):
-                pairs[(key[0], key[2])].append((phases["main"], phases["baseline_end"]))
-    return RealNoise([d.name for d in sweep_dirs], estimate_noise(tps_runs, "qualified_tokens_per_s", 0.95),
-                     estimate_noise(itl_runs, "itl", 0.95), dict(baseline), dict(pairs))
-
-
-def truth(noise: RunNoise) -> tuple[float, float]:
-    """The simulation's true variances: the stored sweeps' unbiased estimates, a negative one as 0."""
-    if not noise.estimated:
-        return 0.0, 0.0
-    server_var, run_var = noise.parts()
-    return max(server_var, 0.0), max(run_var, 0.0)
+            rate, gaps = rate_run(sample, key), percentile_run(sample, key, data.config.slo.percentile)
+            for metric, run in zip(METRICS, (rate, gaps), strict=True):
+                if run is not None:
+                    runs[metric].append(_unique(run, data.sweep_id))
+            if cell.identity.method == "baseline" and rate is not None:
+                baseline[(key[0], key[2])].append(PoolCell(f"{data.sweep_id}: {cell.identity.label}", key, sample,
+                                                           gaps.log_value if gaps else None))
+                ends[key][cell.identity.phase] = (rate, gaps)
+        for phases in ends.values():
+            if len(phases) == 2:
+                for m, (opening, closing) in enumerate(zip(phases["main"], phases["baseline_end"], strict=True)):
+                    if opening is not None and closing is not None:
+                        d = (closing.log_value - opening.log_value) / math.sqrt(2.0)
+                        offsets[METRICS[m]] += [d, -d]
+    return RealNoise([d.name for d in sweep_dirs], {m: estimate_noise(runs[m], m, 0.95) for m in METRICS},
+                     {m: np.array(v) for m, v in offsets.items()}, dict(baseline))
 
 
 # --- a simulated sweep ----------------------------------------------------------------------------
@@ -155,9 +167,7 @@ class Shape:
     config: SweepConfig
     layout: list[tuple[ArmPlan, Phase, int, list[tuple[CellIdentity, str]]]]
     source: dict[ConfigKey, PoolCell]
-    """The stored cell each configuration resamples its requests from."""
-    requests: int
-    template: CellResult
+    """The stored cell each configuration is."""
 
 
 def shape(name: str, noise: RealNoise, history: bool = True) -> Shape:
@@ -167,7 +177,6 @@ def shape(name: str, noise: RealNoise, history: bool = True) -> Shape:
         "hardware": config.hardware.model_copy(update={"peak_demand_tokens_per_s": DEMAND}),
         "equivalence": config.equivalence.model_copy(update={"stochastic": None}),
         "load": config.load.model_copy(update={"adaptive_stopping": None}), "analysis": analysis})
-    layout = planned_cells(config, "simulated")
     real = sorted(noise.baseline)
     classes = sorted({pc for pc, _ in real})
     loads = sorted({load for _, load in real})
@@ -176,56 +185,47 @@ def shape(name: str, noise: RealNoise, history: bool = True) -> Shape:
         for j, level in enumerate(config.load.concurrency):
             cell_class = pc if pc in classes else classes[i % len(classes)]
             cell_load = float(level) if float(level) in loads else loads[min(j, len(loads) - 1)]
-            pool = noise.baseline[(cell_class, cell_load)]
+            pool = [p for p in noise.baseline.get((cell_class, cell_load), []) if p.log_itl is not None]
             for s in config.sampling:
                 source[(pc, "concurrency", float(level), s.name)] = pool[(i + j) % len(pool)]
-    template = next(iter(source.values())).sample.cell
-    return Shape(name, config, layout, source, config.load.requests_per_cell, template)
+    return Shape(name, config, planned_cells(config, "simulated"), source)
 
 
-def _requests(pool: PoolCell, n: int, rng: np.random.Generator) -> tuple[FloatArray, FloatArray, float,
-                                                                          npt.NDArray[np.intp]]:
-    """n requests resampled from the stored cell; the log ratio they move its rate by."""
-    s = pool.sample
-    idx = rng.integers(0, len(s.qualified_tokens), n)
-    tokens, busy = s.qualified_tokens[idx], s.durations_s[idx]
-    moved = math.log((tokens.sum() / busy.sum()) / (s.qualified_tokens.sum() / s.durations_s.sum()))
-    return tokens, busy, moved, idx
-
-
-def simulate_sweep(sh: Shape, noise: RealNoise, theta: float, rng: np.random.Generator, with_itl: bool = False,
+def simulate_sweep(sh: Shape, noise: RealNoise, theta: float, rng: np.random.Generator,
                    baseline_only: bool = False) -> tuple[list[CellResult], dict[str, CellSample]]:
-    """One sweep: per server life an offset, per window a run-to-run offset, requests resampled."""
-    server_var, run_var = truth(noise.tps)
-    itl_server, itl_run = truth(noise.itl)
+    """One sweep: per server life an offset, per window a real run-to-run offset, per speculative cell
+    the true speedup; the stored cell's requests and ITL gaps moved by the same offsets."""
+    server_sd = {m: math.sqrt(noise.truth(m)[0]) for m in METRICS}
     cells, samples = [], {}
     for arm, phase, replica, idents in sh.layout:
         if baseline_only and not arm.is_baseline:
             continue
         life = f"{arm.arm}/{phase}/{replica}"
-        offset, itl_offset = rng.normal(0, math.sqrt(server_var)), rng.normal(0, math.sqrt(itl_server))
+        server = {m: rng.normal(0.0, server_sd[m]) for m in METRICS}
         for ident, key in idents:
             pool = sh.source[config_key(ident)]
-            tokens, busy, moved, idx = _requests(pool, sh.requests, rng)
             effect = 0.0 if arm.is_baseline else theta
-            rate = math.exp(pool.log_rate + effect + offset + rng.normal(0, math.sqrt(run_var)) + moved)
-            cell = sh.template.model_copy(update={
+            log_rate = pool.log_rate + effect + server["qualified_tokens_per_s"] + float(
+                noise.run_offset("qualified_tokens_per_s", rng))
+            scale = math.exp(server["itl"] + float(noise.run_offset("itl", rng)))
+            template = pool.sample.cell
+            cell = template.model_copy(update={
                 "identity": ident, "key": f"{key}-{phase}-{replica}", "server": life, "status": "ok", "reasons": [],
-                "throughput": sh.template.throughput.model_copy(update={"qualified_tokens_per_s": rate})})
-            scale = math.exp(itl_offset + rng.normal(0, math.sqrt(itl_run)))
-            itl = tuple(pool.sample.itl_ms[i] * scale for i in idx) if with_itl else tuple(np.empty(0) for _ in idx)
+                "throughput": template.throughput.model_copy(update={"qualified_tokens_per_s": math.exp(log_rate)})})
             cells.append(cell)
-            samples[cell.key] = CellSample(cell=cell, qualified_tokens=tokens, durations_s=busy,
-                                           ttft_ms=np.full(len(idx), 1.0), itl_ms=itl)
+            s = pool.sample
+            samples[cell.key] = CellSample(cell=cell, qualified_tokens=s.qualified_tokens, durations_s=s.durations_s,
+                                           ttft_ms=np.full(len(s.ttft_ms), 1.0),
+                                           itl_ms=tuple(gaps * scale for gaps in s.itl_ms))
     return cells, samples
 
 
-def history(sh: Shape, noise: RealNoise, rng: np.random.Generator) -> list[RunValue]:
-    """The repeated runs of ``analysis.noise_history`` earlier simulated nights (their baselines)."""
+def history(sh: Shape, noise: RealNoise, rng: np.random.Generator, sweeps: int | None = None) -> list[RunValue]:
+    """The repeated runs of ``analysis.noise_history`` earlier simulated sweeps (their baselines)."""
     out: list[RunValue] = []
-    for night in range(sh.config.analysis.noise_history):
+    for night in range(sh.config.analysis.noise_history if sweeps is None else sweeps):
         cells, samples = simulate_sweep(sh, noise, 0.0, rng, baseline_only=True)
-        out += earlier_runs(f"night-{night}", cells, samples, sh.config.slo, sh.config.analysis)
+        out += earlier_runs(f"earlier-{night}", cells, samples, sh.config.slo, sh.config.analysis)
     return out
 
 
@@ -250,18 +250,17 @@ def _bounds(interval: Interval | None, truth: float) -> tuple[bool, bool] | None
     return interval.low <= truth, interval.high >= truth
 
 
-def policy_truth(sh: Shape, subject_ks: Mapping[float, int], speedup: float) -> float:
+def policy_truth(sh: Shape, ks: Mapping[float, int], speedup: float) -> float:
     """The true mix speedup of a k policy: k = 0 loads at 1, the others at ``speedup``, weighted by
     the mix's token shares over the true baseline rates."""
-    mix = effective_mix(sh.config)
-    shares = cell_token_shares(mix)
+    shares = cell_token_shares(effective_mix(sh.config))
     base = cand = 0.0
     for (pc, load), f in shares.items():
         if f <= 0:
             continue
         mu = math.exp(sh.source[(pc, "concurrency", load, sh.config.sampling[0].name)].log_rate)
         base += f / mu
-        cand += f / (mu * (speedup if subject_ks.get(load, 0) > 0 else 1.0))
+        cand += f / (mu * (speedup if ks.get(load, 0) > 0 else 1.0))
     return base / cand
 
 
@@ -300,8 +299,7 @@ def score_sweep(sh: Shape, v: Verdicts, speedup: float, tally: Tally) -> None:
         tally.add("adopt: cell", d.verdict == "adopt")
     for m in v.mix:
         if m.name.endswith("-k-policy"):
-            truth = policy_truth(sh, {float(c.load_value): c.k or 0 for c in m.cells}, speedup)
-            corrected(m.fleet.speedup_corrected, truth)
+            corrected(m.fleet.speedup_corrected, policy_truth(sh, {c.load_value: c.k or 0 for c in m.cells}, speedup))
             tally.add("adopt: policy at the mix", m.adoptable)
             continue
         tally.add("mix marginal", _covers(m.fleet.speedup, speedup))
@@ -323,46 +321,34 @@ def score_sweep(sh: Shape, v: Verdicts, speedup: float, tally: Tally) -> None:
 
 def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.random.Generator,
                     tally: Tally) -> None:
-    """An A/A canary at the demo's c4 classes: both replicas baselines, paired prompt by prompt."""
-    server_var, run_var = truth(noise.tps)
-    itl_server, itl_run = truth(noise.itl)
+    """An A/A canary at the demo's largest load, every class: both replicas baselines on the same
+    prompts, each on its own server (offsets as a sweep's), one window each."""
     config = demo.config
+    load = max(float(c) for c in config.load.concurrency)
     classes = []
-    for (pc, load), found in sorted(noise.pairs.items()):
-        if load != max(lv for _, lv in noise.pairs):
-            continue
-        opening, closing = found[int(rng.integers(0, len(found)))]
-        n = len(opening.sample.qualified_tokens)
-        idx = rng.integers(0, n, n)
-        replicas: list[CellSample] = []
-        opening_itl = float(np.percentile(opening.sample.pooled_itl_ms(), config.slo.percentile))
-        for real in (opening, closing):
-            s = real.sample
-            same_rate = (s.qualified_tokens.sum() / s.durations_s.sum()) / math.exp(opening.log_rate)
-            busy = s.durations_s * same_rate  # both real runs rescaled to the opening's rate and ITL: an A/A pair
-            same_itl = opening_itl / float(np.percentile(s.pooled_itl_ms(), config.slo.percentile))
-            tokens, busy = s.qualified_tokens[idx], busy[idx]
-            moved = math.log((tokens.sum() / busy.sum()) / math.exp(opening.log_rate))
-            rate = math.exp(opening.log_rate + rng.normal(0, math.sqrt(server_var)) +
-                            rng.normal(0, math.sqrt(run_var)) + moved)
-            scale = math.exp(rng.normal(0, math.sqrt(itl_server)) + rng.normal(0, math.sqrt(itl_run)))
+    for pc in (p.name for p in config.prompt_classes):
+        pool = demo.source[(pc, "concurrency", load, config.sampling[0].name)]
+        replicas = []
+        for replica in ("baseline", "candidate"):
+            server = {m: rng.normal(0.0, math.sqrt(noise.truth(m)[0])) for m in METRICS}
+            rate = math.exp(pool.log_rate + server["qualified_tokens_per_s"]
+                            + float(noise.run_offset("qualified_tokens_per_s", rng)))
+            scale = math.exp(server["itl"] + float(noise.run_offset("itl", rng)))
+            s = pool.sample
             ident = s.cell.identity.model_copy(update={"sampling": "canary"})
-            cell = demo.template.model_copy(update={
-                "identity": ident, "key": f"canary-{pc}-{len(replicas)}", "status": "ok", "reasons": [],
-                "throughput": demo.template.throughput.model_copy(update={"qualified_tokens_per_s": rate})})
-            replicas.append(CellSample(cell=cell, qualified_tokens=tokens, durations_s=busy, ttft_ms=np.full(n, 1.0),
-                                       itl_ms=tuple(s.itl_ms[i] * scale * same_itl for i in idx)))
+            cell = s.cell.model_copy(update={
+                "identity": ident, "key": f"canary-{pc}-{replica}", "status": "ok", "reasons": [],
+                "throughput": s.cell.throughput.model_copy(update={"qualified_tokens_per_s": rate})})
+            replicas.append(CellSample(cell=cell, qualified_tokens=s.qualified_tokens, durations_s=s.durations_s,
+                                       ttft_ms=np.full(len(s.ttft_ms), 1.0),
+                                       itl_ms=tuple(gaps * scale for gaps in s.itl_ms)))
         classes.append(PairedClass(pc, *replicas))
     measured: dict[Metric, RunNoise]
     noise_runs: list[RunValue]
     if with_from:  # the --from sweep's repeated runs and its noise history, as sweep_context reads them
-        noise_runs = []
-        for night in range(config.analysis.noise_history + 1):
-            cells, samples = simulate_sweep(demo, noise, 0.0, rng, with_itl=True, baseline_only=True)
-            noise_runs += earlier_runs(f"sweep-{night}", cells, samples, config.slo, config.analysis)
-        metrics: tuple[Metric, Metric] = ("qualified_tokens_per_s", "itl")
+        noise_runs = history(demo, noise, rng, config.analysis.noise_history + 1)
         measured = {m: estimate_noise([r for r in noise_runs if r.metric == m], m, config.analysis.confidence)
-                    for m in metrics}
+                    for m in METRICS}
     else:
         from tasks.canary.context import NO_SWEEP, no_noise
 
@@ -370,20 +356,17 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
     family, claims = canary_family(classes, noise_runs, measured, config.slo, config.analysis)
     results = family.decide()
     label = "with --from" if with_from else "without --from"
-    compared = []
-    lows: list[bool] = []
-    highs: list[bool] = []
+    compared, lows, highs = [], [], []
     for paired in classes:
         comparison, decided = class_claims(paired, results, claims[paired.name], config.slo, measured)
-        stated = comparison.qualified_tps_speedup is not None and comparison.qualified_tps_speedup.confidence
-        tally.add(f"canary {label}: tokens/s marginal", _covers(comparison.qualified_tps_speedup, 1.0)
-                  if stated else None)
-        bounds = _bounds(comparison.qualified_tps_speedup_corrected, 1.0) if stated else None
-        if bounds is not None:
-            lows.append(bounds[0])
-            highs.append(bounds[1])
-        tally.add(f"canary {label}: ITL marginal", _covers(comparison.itl_speedup, 1.0)
-                  if comparison.itl_speedup and comparison.itl_speedup.confidence else None)
+        tally.add(f"canary {label}: tokens/s marginal", _covers(comparison.qualified_tps_speedup, 1.0))
+        tally.add(f"canary {label}: ITL marginal", _covers(comparison.itl_speedup, 1.0))
+        for key in ("faster", "itl_faster"):
+            own = claims[paired.name]
+            found = _bounds(results[own[key].key].corrected, 1.0) if key in own else None
+            if found is not None:
+                lows.append(found[0])
+                highs.append(found[1])
         scores = dict.fromkeys(("a", "b", "c", "d"), 1.0)
         quality = quality_gate(scores, scores, prompt_class=paired.name, sampling="greedy", tolerance=0.1,
                                confidence=0.95, resamples=100, rng=rng)
@@ -404,7 +387,7 @@ def stored_sweeps(paths: Sequence[str]) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("sweeps", nargs="*", help="stored sweep folders (default: every finished one under results/)")
     parser.add_argument("--sweeps-per-gain", type=int, default=200, dest="per_gain")
     parser.add_argument("--nightly-per-gain", type=int, default=100)
@@ -417,18 +400,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console()
     started = time.monotonic()
-    noise = real_noise(stored_sweeps(args.sweeps), args.seed)
-    if not noise.tps.estimated or not noise.itl.estimated:
-        print(f"no run-to-run estimate in the stored sweeps: {noise.tps.source}; {noise.itl.source}", file=sys.stderr)
+    noise = real_noise(stored_sweeps(args.sweeps))
+    if not all(n.estimated for n in noise.noise.values()):
+        print(f"no run-to-run estimate in the stored sweeps: {noise.noise['qualified_tokens_per_s'].source}",
+              file=sys.stderr)
         return 2
-    (server, run), (itl_server, itl_run) = truth(noise.tps), truth(noise.itl)
+    (server, run), (itl_server, itl_run) = noise.truth("qualified_tokens_per_s"), noise.truth("itl")
+    tps = noise.noise["qualified_tokens_per_s"]
     console.print(f"REAL noise from {len(noise.sweeps)} stored sweeps (a negative estimate taken as 0): tokens/s "
-                  f"server {server:.5f}, run {run:.5f} (tau {noise.tau:.3f} [{noise.tps.relative_sd_low:.3f}, "
-                  f"{noise.tps.relative_sd_high:.3f}]); ITL server {itl_server:.5f}, run {itl_run:.5f}; "
-                  f"{noise.tps.source}", highlight=False)
+                  f"server {server:.5f}, run {run:.5f} (tau {noise.tau:.3f} [{tps.relative_sd_low:.3f}, "
+                  f"{tps.relative_sd_high:.3f}]); ITL server {itl_server:.5f}, run {itl_run:.5f}; {tps.source}; "
+                  f"{len(noise.offsets['qualified_tokens_per_s']) // 2} A/A pairs drawn from", highlight=False)
     rng = np.random.default_rng(args.seed)
-    out: dict[str, object] = {"noise": {"sweeps": noise.sweeps, "tokens_per_s": noise.tps.model_dump(),
-                                        "itl": noise.itl.model_dump()}, "shapes": {}}
+    stored: dict[str, object] = {"sweeps": noise.sweeps}
+    stored |= {m: n.model_dump() for m, n in noise.noise.items()}
+    out: dict[str, object] = {"noise": stored, "history": not args.no_history}
+    shapes: dict[str, object] = {}
     for name in args.shapes.split(","):
         sh = shape(name, noise, history=not args.no_history)
         per_gain = args.per_gain if name == "demo" else args.nightly_per_gain
@@ -444,7 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 score_sweep(sh, verdicts, speedup, overall)
             by_gain[gain] = tally
             console.print(f"{name}: gain {gain:+g} tau done ({time.monotonic() - started:.0f} s)", highlight=False)
-        out["shapes"][name] = _report(console, name, sh, by_gain, overall, per_gain)  # type: ignore[index]
+        shapes[name] = _report(console, name, sh, by_gain, overall, per_gain)
+    out["shapes"] = shapes
     canary = Tally()
     demo = shape("demo", noise, history=not args.no_history)
     for _ in range(args.canaries):
@@ -475,15 +463,14 @@ def _report(console: Console, name: str, sh: Shape, by_gain: Mapping[float, Tall
     cells = sum(len(c) for *_, c in sh.layout)
     coverage = Tally(hits={k: v for k, v in overall.hits.items() if not k.startswith("adopt")})
     result: dict[str, object] = {"coverage": _table(
-        console, f"{name}: coverage at 95 % over all gains ({per_gain} sweeps per gain, {cells} cells each; "
-        "SIMULATED on real noise)", coverage)}
+        console, f"{name}: coverage at 95 % over all gains ({per_gain} sweeps per gain, {cells} cells each, noise "
+        f"history {sh.config.analysis.noise_history}; SIMULATED on real noise)", coverage)}
     table = Table(title=f"{name}: adopt rates per true gain (x tau); at 0 every adopt is false")
     table.add_column("figure")
     for gain in by_gain:
         table.add_column(f"{gain:+g} tau")
-    names = sorted(k for k in overall.hits if k.startswith("adopt"))
     rates: dict[str, dict[str, float | None]] = {}
-    for figure in names:
+    for figure in sorted(k for k in overall.hits if k.startswith("adopt")):
         row = [by_gain[g].rate(figure)[0] for g in by_gain]
         rates[figure] = {f"{g:+g}": r for g, r in zip(by_gain, row, strict=True)}
         table.add_row(figure, *("n/a" if r is None else f"{r:.1%}" for r in row))

@@ -21,12 +21,10 @@ can be made.
   saturated, or too many of its requests failed), or a class has no scored set to pass.
 """
 
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 from pydantic import Field, model_validator
 
 from specfleet.contract.base import RecordModel
@@ -36,16 +34,7 @@ from specfleet.decision_rule import Claim, ClaimResult, Family
 from specfleet.decisions import Comparison, slo_holds
 from specfleet.results.cell import CellStatus
 from specfleet.stats.quality import QualityResult
-from specfleet.stats.runs import (
-    WITHIN_RESAMPLES,
-    ConfigKey,
-    Metric,
-    RunValue,
-    log_percentile,
-    log_rate,
-    paired_log_percentile,
-    paired_log_rate,
-)
+from specfleet.stats.runs import ConfigKey, Metric, RunValue, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise
 
@@ -140,51 +129,41 @@ class PairedClass:
     baseline: CellSample
     candidate: CellSample
 
+    @property
+    def replicas(self) -> tuple[CellSample, CellSample]:
+        return self.baseline, self.candidate
+
 
 def canary_family(classes: Sequence[PairedClass], noise_runs: Sequence[RunValue], noise: Mapping[Metric, RunNoise],
                   slo: SLOSpec, analysis: AnalysisSpec) -> tuple[Family, dict[str, dict[str, Claim]]]:
     """Every class's runs (both figures, both replicas) and claims in one family beside the sweep's
-    repeated runs, which its noise estimate is redrawn from: tokens/s higher (``faster``) and lower
-    (``slower``), ITL faster (``itl_faster``) and slower (``itl_slower``), each paired prompt by prompt."""
+    repeated runs, which its noise estimate comes from: tokens/s higher (``faster``) and lower
+    (``slower``), ITL faster (``itl_faster``) and slower (``itl_slower``). Both replicas served the
+    same prompts in the same order at the same time: their difference is the replica-to-replica
+    noise the sweep measured, one window on each of two servers."""
     family = Family(list(noise_runs), noise, analysis.confidence, analysis.error_control, analysis.seed)
-    claims = {}
-    for paired in classes:
-        rng = np.random.default_rng([analysis.seed, zlib.crc32(paired.name.encode())])
-        claims[paired.name] = _class_claims(family, paired, slo, analysis, rng)
+    claims = {paired.name: _class_claims(family, paired, slo) for paired in classes}
     return family, claims
 
 
-def _class_claims(family: Family, paired: PairedClass, slo: SLOSpec, analysis: AnalysisSpec,
-                  rng: np.random.Generator) -> dict[str, Claim]:
-    base, cand = paired.baseline, paired.candidate
-    ident = base.cell.identity
+def _class_claims(family: Family, paired: PairedClass, slo: SLOSpec) -> dict[str, Claim]:
+    ident = paired.baseline.cell.identity
     config: ConfigKey = (paired.name, ident.load_mode, ident.load_value, "canary")
-    runs = list(family.runs)
     claims: dict[str, Claim] = {}
-
-    def add(metric: Metric, values: Sequence[tuple[float, float, int]], within: tuple[float, int],
-            names: tuple[str, str]) -> None:
-        at = len(runs)
-        runs.extend(RunValue(metric, f"{replica} / {paired.name}", f"canary-{replica}", config, f"canary:{replica}",
-                             *value) for replica, value in zip(REPLICAS, values, strict=True))
-        log = runs[at + 1].log_value - runs[at].log_value
+    figures: tuple[tuple[Metric, list[RunValue | None], tuple[str, str]], ...] = (
+        ("qualified_tokens_per_s", [rate_run(s, config) for s in paired.replicas], ("faster", "slower")),
+        ("itl", [percentile_run(s, config, slo.percentile) for s in paired.replicas], ("itl_slower", "itl_faster")))
+    for metric, values, names in figures:
+        if values[0] is None or values[1] is None:
+            continue
+        at = len(family.runs)
+        family.runs = [*family.runs, *(RunValue(metric, f"{replica} / {paired.name}", f"canary-{replica}", config,
+                                                f"canary:{replica}", value.log_value)
+                                       for replica, value in zip(REPLICAS, values, strict=True) if value)]
+        log = values[1].log_value - values[0].log_value
         for key, sign in zip(names, (1.0, -1.0), strict=True):
-            claims[key] = Claim(f"canary:{paired.name}:{key}", "canary", sign * log, {at: -sign, at + 1: sign},
-                                metric=metric, within=within)
-
-    rates = [(s.qualified_tokens_per_s, *log_rate(s.qualified_tokens, s.durations_s)) for s in (base, cand)]
-    within_rate = paired_log_rate(base, cand)
-    if within_rate is not None and all(rate > 0 and var is not None for rate, var, _ in rates):
-        add("qualified_tokens_per_s", [(float(np.log(rate)), float(var or 0.0), df) for rate, var, df in rates],
-            within_rate, ("faster", "slower"))
-    resamples = min(analysis.bootstrap_resamples, WITHIN_RESAMPLES)
-    itl = [log_percentile([g for g in s.itl_ms if g.size], slo.percentile, rng, resamples) for s in (base, cand)]
-    within_itl = paired_log_percentile(list(base.itl_ms), list(cand.itl_ms), slo.percentile, rng, resamples)
-    if within_itl is not None and itl[0] is not None and itl[1] is not None:
-        add("itl", [itl[0], itl[1]], within_itl, ("itl_slower", "itl_faster"))
-    family.runs = runs
-    for claim in claims.values():
-        family.add(claim)
+            claims[key] = family.add(Claim(f"canary:{paired.name}:{key}", "canary", sign * log,
+                                           {at: -sign, at + 1: sign}, metric=metric))
     return claims
 
 
@@ -200,7 +179,7 @@ def class_claims(paired: PairedClass, results: Mapping[str, ClaimResult], claims
 
     faster, itl = result("faster"), result("itl_faster")
     comparison = Comparison(
-        basis="paired_runs" if noise["qualified_tokens_per_s"].estimated else "requests", baseline_runs=1,
+        basis="runs" if noise["qualified_tokens_per_s"].estimated else "none", baseline_runs=1,
         candidate_runs=1, baseline_qualified_tokens_per_s=base.qualified_tokens_per_s,
         candidate_qualified_tokens_per_s=cand.qualified_tokens_per_s,
         qualified_tps_speedup=faster.marginal if faster else None,

@@ -4,18 +4,16 @@ traffic mix, a k policy, a canary's promote or rollback) is made here, the same 
 Seed, "Production gates": adopt only where SLO-qualified cost per million accepted tokens falls
 by more than the measurement noise. A claim is a ratio candidate / baseline of SLO-qualified
 tokens/s (or of ITL) at some cells: on the log scale, to first order, a linear combination a'y of
-run values (``specfleet.stats.runs``). Its standard error includes the request-level spread of
-every run and the run-to-run and server-to-server noise pooled over the sweep
-(``specfleet.stats.variance``):
+run values (``specfleet.stats.runs``). Its standard error is the run-to-run and server-to-server
+noise pooled over the sweep (``specfleet.stats.variance``) carried through the combination:
 
-    se^2 = server_var x sum over servers (sum of a there)^2 + run_var x sum a^2 + sum a^2 v
+    se^2 = server_var x sum over servers (sum of a there)^2 + run_var x sum a^2
 
 Its interval is a t interval with Satterthwaite degrees of freedom: 2 se^4 over the variance of
-se^2, which the sampling covariance of the two noise estimates (and of every run's request-level
-variance) gives. Few repeated runs give few degrees of freedom and wide intervals; a noise estimate
-that happens to read low is then covered by the t's tail, not mistaken for precision. Where the
-sweep has no estimate of run-to-run noise the interval covers request-level spread only, states no
-confidence, and nothing is adopted on it.
+se^2, which the sampling covariance of the two noise estimates gives. Few repeated runs give few
+degrees of freedom and wide intervals; a noise estimate that happens to read low is then covered
+by the t's tail, not mistaken for precision. Where the sweep has no estimate of run-to-run noise a
+claim has no interval, and nothing is adopted on it.
 
 The rule: a claim is adopted when the low end of its corrected interval lies above its break-even
 (the speedup that saves a whole replica; 1 for a plain "faster"). The correction covers every
@@ -77,9 +75,7 @@ class Claim:
 
     ``log_estimate`` is the log of the ratio as the product computes it (harmonic means over a
     mix, whole figures), ``weights`` its gradient over run values (indices into the family's runs,
-    all of the claim's ``metric``). ``within`` replaces the runs' own request-level variance where
-    the runs are paired (the canary: both replicas served the same prompts in the same order), as
-    (variance, df)."""
+    all of the claim's ``metric``)."""
 
     key: str
     kind: ClaimKind
@@ -87,7 +83,6 @@ class Claim:
     weights: Mapping[int, float]
     break_even: float = 1.0
     metric: Metric = "qualified_tokens_per_s"
-    within: tuple[float, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,11 +101,9 @@ class ClaimResult:
 
 @dataclass(frozen=True)
 class _Terms:
-    """A claim's variance terms: (server, run) coefficients and its request-level variance."""
+    """A claim's variance coefficients of (server_var, run_var)."""
 
     q: FloatArray
-    within: float
-    within_df: float
 
 
 @dataclass(frozen=True)
@@ -183,55 +176,45 @@ class Family:
         for run, w in zip(self.runs, a, strict=True):
             if w:
                 sums[run.server] = sums.get(run.server, 0.0) + w
-        q = np.array([sum(x**2 for x in sums.values()), float(np.sum(a**2))])
-        if claim.within is not None:
-            return _Terms(q, claim.within[0], float(max(claim.within[1], 1)))
-        v = np.array([r.within_var for r in self.runs])
-        df = np.array([max(r.within_df, 1) for r in self.runs], dtype=np.float64)
-        within = float(np.sum(a**2 * v))
-        spread = float(np.sum(a**4 * 2.0 * v**2 / df))
-        return _Terms(q, within, 2.0 * within**2 / spread if spread > 0 else np.inf)
+        return _Terms(np.array([sum(x**2 for x in sums.values()), float(np.sum(a**2))]))
 
     def _noise(self, claim: Claim) -> RunNoise:
         return self.noise[claim.metric]
 
     def _spread(self, claim: Claim, terms: _Terms) -> _Spread:
-        """se^2 = q . (server_var, run_var) + request-level part, a part that the unbiased estimate puts
-        below 0 taken as 0 (a variance is not negative); Satterthwaite df from the noise estimates'
-        covariance and the request-level variances' own df."""
+        """se^2 = q . (server_var, run_var), a part the unbiased estimate puts below 0 taken as 0 (a
+        variance is not negative); Satterthwaite df from the noise estimates' covariance."""
         noise = self._noise(claim)
         if not noise.estimated:
-            return _Spread(float(np.sqrt(terms.within)), terms.within_df)
-        parts = np.maximum(np.array(noise.parts()), 0.0)
-        variance = max(float(terms.q @ parts) + terms.within, 1e-300)
-        var_of_var = float(terms.q @ noise.cov() @ terms.q) + 2.0 * terms.within**2 / terms.within_df
+            return _Spread(0.0, 1.0)
+        variance = max(float(terms.q @ np.maximum(np.array(noise.parts()), 0.0)), 1e-300)
+        var_of_var = float(terms.q @ noise.cov() @ terms.q)
         df = 2.0 * variance**2 / var_of_var if var_of_var > 0 else 1e6
         return _Spread(float(np.sqrt(variance)), float(min(max(df, 1.0), 1e6)))
 
     def _basis(self, claim: Claim) -> Basis:
-        if not self.noise[claim.metric].estimated:
-            return "requests"
-        return "paired_runs" if claim.within is not None else "runs"
+        return "runs" if self._noise(claim).estimated else "none"
 
     def _interval(self, claim: Claim, se: float, below: float, above: float, basis: Basis,
                   comparisons: int | None) -> Interval:
         """exp(log estimate - below x se, log estimate + above x se): two-sided when marginal
-        (``comparisons`` None), else each end a one-sided bound over the family."""
-        stated = basis != "requests"
-        return Interval(estimate=float(np.exp(claim.log_estimate)), low=float(np.exp(claim.log_estimate - below * se)),
-                        high=float(np.exp(claim.log_estimate + above * se)),
-                        confidence=self.confidence if stated else None, basis=basis, resamples=None,
-                        df=self._spread(claim, self._terms(claim)).df if stated else None,
-                        comparisons=comparisons if stated else None,
-                        correction=CORRECTION[self.control] if comparisons and stated else None,
-                        sides="each" if comparisons and stated else "two")
+        (``comparisons`` None), else each end a one-sided bound over the family; no ends without a
+        noise estimate."""
+        estimate = float(np.exp(claim.log_estimate))
+        if basis == "none":
+            return Interval(estimate=estimate, low=None, high=None, confidence=None, basis=basis, resamples=None)
+        return Interval(estimate=estimate, low=float(np.exp(claim.log_estimate - below * se)),
+                        high=float(np.exp(claim.log_estimate + above * se)), confidence=self.confidence,
+                        basis=basis, resamples=None, df=self._spread(claim, self._terms(claim)).df,
+                        comparisons=comparisons, correction=CORRECTION[self.control] if comparisons else None,
+                        sides="each" if comparisons else "two")
 
     def _why_not(self, claim: Claim, marginal: Interval, adopted: bool, m: int) -> str | None:
         if adopted:
             return None
         noise = self.noise[claim.metric]
         if not noise.estimated:
-            return f"no run-to-run noise estimate ({noise.source}): the interval covers request-level spread only"
+            return f"no run-to-run noise estimate ({noise.source}): no interval"
         if marginal.low is None or marginal.low <= claim.break_even:
             return "within the noise: the interval reaches the break-even"
         return f"beyond the noise alone, not after correcting for {m} comparisons ({CORRECTION[self.control]})"
@@ -251,12 +234,9 @@ class Family:
         server_var, run_var = (max(p, 0.0) for p in self.noise[metric].parts())
         names = sorted({r.server for r in runs})
         z = np.array([[float(r.server == s) for s in names] for r in runs])
-        v = np.array([r.within_var for r in runs])
         a = np.stack([self._weights(self.claims[j])[own] for j in columns], axis=1)
-        paired = np.array([self.claims[j].within is not None for j in columns])
-        w = np.array([terms[j].within for j in columns])
         q = np.stack([terms[j].q for j in columns], axis=1)
-        sd = np.sqrt(np.maximum(np.array([server_var, run_var]) @ q + np.where(paired, w, (a**2).T @ v), 1e-300))
+        sd = np.sqrt(np.maximum(np.array([server_var, run_var]) @ q, 1e-300))
         out = np.empty((MAX_T_DRAWS, len(columns)), dtype=np.float32)
         grid = np.exp(np.round(np.log(df[list(columns)]) / DF_STEP) * DF_STEP)
         levels, which = np.unique(grid, return_inverse=True)
@@ -264,12 +244,8 @@ class Family:
         chi = (stats.chi2.ppf(uniform, levels[None, :]) / levels[None, :])[:, which]
         for start in range(0, MAX_T_DRAWS, CHUNK):
             n = min(CHUNK, MAX_T_DRAWS - start)
-            shared = rng.normal(0.0, np.sqrt(server_var), (n, len(names))) @ z.T + rng.normal(
-                0.0, np.sqrt(run_var), (n, len(runs)))
-            err = (shared + rng.normal(0.0, 1.0, (n, len(runs))) * np.sqrt(v)) @ a
-            if paired.any():  # their request-level part is their own, paired prompt by prompt
-                err[:, paired] = shared @ a[:, paired] + rng.normal(0.0, 1.0, (n, int(paired.sum()))) * np.sqrt(
-                    w[paired])
+            err = (rng.normal(0.0, np.sqrt(server_var), (n, len(names))) @ z.T
+                   + rng.normal(0.0, np.sqrt(run_var), (n, len(runs)))) @ a
             out[start:start + n] = err / sd / np.sqrt(np.maximum(chi[start:start + n], 1e-12))
         return out
 

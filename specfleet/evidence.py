@@ -3,11 +3,8 @@ and the SLO-percentile ITL), the run-to-run noise pooled over the sweep, and the
 which every claim the sweep could adopt (cells, classes, arms at the mix, k policies) is decided
 (``specfleet.decision_rule``)."""
 
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from specfleet.contract.checks import AnalysisSpec
 from specfleet.contract.workload import SLOSpec
@@ -29,11 +26,9 @@ def run_values(cells: Sequence[CellResult], samples: Mapping[str, CellSample], s
         if not cell.usable or sample is None:
             continue
         key = config_key(cell.identity)
-        rng = np.random.default_rng([analysis.seed, zlib.crc32(cell.key.encode())])
         if (rate := rate_run(sample, key)) is not None:
             tps_runs.append(rate)
-        gaps = percentile_run(sample, key, slo.percentile, rng, analysis.bootstrap_resamples)
-        if gaps is not None:
+        if (gaps := percentile_run(sample, key, slo.percentile)) is not None:
             itl_runs.append(gaps)
     return tps_runs, itl_runs
 
@@ -46,7 +41,7 @@ def earlier_runs(sweep_id: str, cells: Sequence[CellResult], samples: Mapping[st
     for runs in run_values(cells, samples, slo, analysis):
         repeated = [runs[i] for i in NoiseDesign.of(runs).rows]
         out += [RunValue(r.metric, f"{sweep_id}: {r.label}", f"{sweep_id}/{r.arm}", r.config, f"{sweep_id}/{r.server}",
-                         r.log_value, r.within_var, r.within_df) for r in repeated]
+                         r.log_value) for r in repeated]
     return out
 
 

@@ -13,11 +13,11 @@ from pydantic import Field
 from specfleet.contract.base import RecordModel
 
 FloatArray = npt.NDArray[np.float64]
-Basis = Literal["runs", "paired_runs", "requests", "repeats", "items"]
+Basis = Literal["runs", "none", "requests", "repeats", "items"]
 
 UNCERTAINTY: dict[str, str] = {
-    "runs": "request-level spread, run-to-run and server-to-server noise pooled over the sweep",
-    "paired_runs": "request-level spread paired prompt by prompt, and the sweep's replica-to-replica noise",
+    "runs": "run-to-run and server-to-server noise pooled over the sweep (t, Satterthwaite df)",
+    "none": "no estimate of run-to-run noise (no configuration measured twice): no interval",
     "requests": "request-level spread only: no estimate of run-to-run noise, so not a confidence interval",
     "repeats": "repeated cells (summaries written before the run-to-run noise was pooled)",
     "items": "scored-set items, paired",
@@ -34,8 +34,9 @@ class Interval(RecordModel):
     high: float | None
     confidence: float | None
     basis: Basis = Field(
-        description="What the interval includes (UNCERTAINTY): runs (request-level and run-to-run noise), "
-        "paired_runs (the canary), requests (request-level only), repeats (older summaries), items (quality).")
+        description="What the interval includes (UNCERTAINTY): runs (the sweep's run-to-run and server-to-server "
+        "noise), none (no noise estimate, no interval), requests (request-level only, no stated confidence), "
+        "repeats (older summaries), items (quality).")
     resamples: int | None = Field(description="Bootstrap resamples; None for an analytic (t) interval.")
     df: float | None = Field(None, description="Degrees of freedom of a t interval (Satterthwaite).")
     comparisons: int | None = Field(

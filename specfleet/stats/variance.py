@@ -4,10 +4,10 @@ over the whole sweep and carried by every interval the product shows.
 Model, on the log scale of a figure (SLO-qualified tokens/s, or the SLO-percentile ITL), for a
 usable run i of arm a at configuration c (prompt class, load, sampling) on server life s:
 
-    y_i = mu[a, c] + u[s] + e_i + r_i
+    y_i = mu[a, c] + u[s] + e_i
 
-- ``r_i``: the requests inside the run, variance v_i, estimated per run (``specfleet.stats.runs``);
-- ``e_i``: run to run, variance ``run_var``, one draw per measured window;
+- ``e_i``: run to run, variance ``run_var``, one draw per measured window: everything that moves
+  one window of the same prompts against another, the requests' own timing included;
 - ``u[s]``: the server life (one start of an arm's server, or one baseline replica), variance
   ``server_var``, shared by every window that server measured. A speculative arm always runs on
   another server than the baseline it is compared with, so both parts enter every comparison.
@@ -126,12 +126,11 @@ class NoiseDesign:
         mz = self.resid @ self.servers
         return self.resid, mz @ mz.T
 
-    def estimate(self, y: FloatArray, v: FloatArray) -> FloatArray:
-        """(server_var, run_var), unbiased (either can be negative), from run values ``y`` and
-        request-level variances ``v`` of the design's rows."""
+    def estimate(self, y: FloatArray) -> FloatArray:
+        """(server_var, run_var), unbiased (either can be negative), from the run values ``y`` of the
+        design's rows."""
         a, b = self._forms()
-        qa = float(y @ a @ y - v @ np.diag(a))
-        qb = float(y @ b @ y - v @ np.diag(b))
+        qa, qb = float(y @ a @ y), float(y @ b @ y)
         (a_s, a_e), _ = self.expect
         if self.identified == "run_only":
             return np.array([np.nan, qa / a_e])
@@ -139,17 +138,14 @@ class NoiseDesign:
             return np.array([qa / a_s, 0.0])
         return np.linalg.solve(self.expect, np.array([qa, qb]))
 
-    def covariance(self, parts: FloatArray, v: FloatArray, v_df: FloatArray) -> FloatArray:
+    def covariance(self, parts: FloatArray) -> FloatArray:
         """Sampling covariance of ``estimate`` under the model at ``parts`` (negative ones taken as
-        0): Cov(y'Ay, y'By) = 2 tr(A S B S) under normality, plus the uncertainty of the subtracted
-        request-level variances (each with its df)."""
+        0): Cov(y'Ay, y'By) = 2 tr(A S B S) under normality."""
         s, e = np.maximum(np.nan_to_num(parts), 0.0)
-        sigma = s * self.servers @ self.servers.T + np.diag(e + v)
+        sigma = s * self.servers @ self.servers.T + e * np.eye(len(self.rows))
         a, b = self._forms()
         sa, sb = a @ sigma, b @ sigma
         cov_q = 2.0 * np.array([[np.trace(sa @ sa), np.trace(sa @ sb)], [np.trace(sb @ sa), np.trace(sb @ sb)]])
-        c = np.stack([np.diag(a), np.diag(b)])
-        cov_q += (c * (2.0 * v**2 / v_df)) @ c.T
         (a_s, a_e), _ = self.expect
         if self.identified == "run_only":
             return np.array([[0.0, 0.0], [0.0, cov_q[0, 0] / a_e**2]])
@@ -168,11 +164,8 @@ def estimate_noise(runs: Sequence[RunValue], metric: Metric, confidence: float) 
         return RunNoise(metric=metric, identified="none", server_var=None, run_var=None, runs=0, groups=0, servers=0,
                         relative_sd=None, relative_sd_low=None, relative_sd_high=None, confidence=confidence,
                         source=NO_REPEATS)
-    y = np.array([runs[i].log_value for i in design.rows])
-    v = np.array([runs[i].within_var for i in design.rows])
-    v_df = np.array([max(runs[i].within_df, 1) for i in design.rows], dtype=np.float64)
-    parts = design.estimate(y, v)
-    cov = design.covariance(parts, v, v_df)
+    parts = design.estimate(np.array([runs[i].log_value for i in design.rows]))
+    cov = design.covariance(parts)
     counts = {"runs": len(design.rows), "groups": design.groups, "servers": design.servers.shape[1]}
     where = f"{counts['runs']} runs in {design.groups} repeated groups on {counts['servers']} server lives"
     if design.identified == "run_only":

@@ -29,7 +29,7 @@ NONE = AcceptanceFigure(value=None, source="none", requests=0)
 
 
 def _interval(estimate: float, low: float, high: float) -> Interval:
-    return Interval(estimate=estimate, low=low, high=high, confidence=0.95, basis="paired_runs", resamples=1000)
+    return Interval(estimate=estimate, low=low, high=high, confidence=0.95, basis="runs", resamples=1000)
 
 
 def _result(key: str, adopted: bool, ratio: tuple[float, float, float] = (1.0, 0.9, 1.1)) -> ClaimResult:
@@ -40,7 +40,7 @@ def _result(key: str, adopted: bool, ratio: tuple[float, float, float] = (1.0, 0
 
 def _comparison(tps: tuple[float, float, float], candidate_slo: bool = True) -> Comparison:
     return Comparison(
-        basis="paired_runs", baseline_runs=1, candidate_runs=1, baseline_qualified_tokens_per_s=100.0,
+        basis="runs", baseline_runs=1, candidate_runs=1, baseline_qualified_tokens_per_s=100.0,
         candidate_qualified_tokens_per_s=100.0 * tps[0], qualified_tps_speedup=_interval(*tps),
         itl_statistic="per_token", slo_percentile=95.0, baseline_itl_ms=10.0, candidate_itl_ms=12.0,
         itl_speedup=None, candidate_ttft_ms=20.0, baseline_slo_holds=True,

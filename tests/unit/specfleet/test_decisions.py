@@ -117,7 +117,8 @@ def test_without_a_measured_twice_configuration_the_noise_is_unknown() -> None:
     sweep.arm("draft-k4", rate)
     d = one(sweep.analyse().decisions)
     assert d.reason_code == "no_noise_estimate" and "no configuration was measured twice" in d.reason
-    assert d.interval is not None and d.interval.confidence is None and d.interval.basis == "requests"
+    assert d.interval is not None and d.interval.confidence is None and d.interval.basis == "none"
+    assert d.interval.low is None and d.interval.high is None
 
 
 def test_unusable_cells_are_rejected_with_their_reasons() -> None:

@@ -214,7 +214,7 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     assert "recomputed from the stored cells" not in html  # the first sweep has its summary.json
     assert 'class="flip"' in html
     markdown = (out / "report.md").read_text()
-    for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) | c1 |",
+    for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) |",
                  "num_speculative_tokens_per_batch_size", "## Negative-result cells (9)", "## Held-out quality",
                  "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
@@ -238,8 +238,10 @@ def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
     content = build_content(first, 0.05, against=second, with_predicted=False)
     verdicts = {v.prompt_class: v for v in content.verdicts}
     code = verdicts["code"]
-    assert code.verdict == "adopt" and code.pick is not None and code.pick.slice.arm == "draft-k2"
-    assert code.saving_low is not None and code.saving_high is not None and code.saving_low <= code.saving_high
+    assert code.verdict == "adopt" and code.arm == "draft-k2" and code.figures is not None
+    low, high = code.figures.pessimistic_saving_fraction, code.figures.optimistic_saving_fraction
+    assert low is not None and high is not None and 0 < low <= high  # the corrected bounds' savings
+    assert code.comparisons is not None and code.comparisons > 1
     assert code.speculative_config is not None and code.speculative_config["method"] == "draft_model"
     assert content.diff is not None and content.diff.flipped
     assert all(r.this is not None and r.other is not None for r in content.diff.flipped)
@@ -303,10 +305,11 @@ def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> N
 
 
 def _same(logged: BaseModel, made: BaseModel) -> bool:
-    """Field for field; floats to the 10 significant digits MLflow's tables keep."""
+    """Field for field; floats to the 10 decimal places MLflow's tables keep."""
     a, b = logged.model_dump(), made.model_dump()
     return a.keys() == b.keys() and all(
-        math.isclose(a[k], b[k], rel_tol=1e-9) if isinstance(b[k], float) and a[k] is not None else a[k] == b[k]
+        math.isclose(a[k], b[k], rel_tol=1e-9, abs_tol=1e-10) if isinstance(b[k], float) and a[k] is not None
+        else a[k] == b[k]
         for k in b)
 
 

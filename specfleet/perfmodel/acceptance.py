@@ -59,7 +59,10 @@ class Ratio:
         p, n, z = min(max(self.value, 0.0), 1.0), self.trials, WILSON_Z
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
         half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return max(0.0, centre - half) if which == "low" else min(1.0, centre + half)
+        # Wilson's interval always holds p; min/max only absorb rounding at p = 0 or 1.
+        if which == "low":
+            return max(0.0, min(p, centre - half))
+        return min(1.0, max(p, centre + half))
 
 
 @dataclass(frozen=True, slots=True)

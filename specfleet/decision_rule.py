@@ -183,12 +183,15 @@ class Family:
 
     def _spread(self, claim: Claim, terms: _Terms) -> _Spread:
         """se^2 = q . (server_var, run_var), a part the unbiased estimate puts below 0 taken as 0 (a
-        variance is not negative); Satterthwaite df from the noise estimates' covariance."""
+        variance is not negative) and so left out of se^2 and of its variance alike; Satterthwaite
+        df from the covariance of the parts it keeps."""
         noise = self._noise(claim)
         if not noise.estimated:
             return _Spread(0.0, 1.0)
-        variance = max(float(terms.q @ np.maximum(np.array(noise.parts()), 0.0)), 1e-300)
-        var_of_var = float(terms.q @ noise.cov() @ terms.q)
+        parts = np.array(noise.parts())
+        q = np.where(parts > 0, terms.q, 0.0)
+        variance = max(float(q @ parts), 1e-300)
+        var_of_var = float(q @ noise.cov() @ q)
         df = 2.0 * variance**2 / var_of_var if var_of_var > 0 else 1e6
         return _Spread(float(np.sqrt(variance)), float(min(max(df, 1.0), 1e6)))
 

@@ -173,7 +173,8 @@ def test_a_cell_without_qualified_tokens_stops_the_mix_instead_of_being_dropped(
         sweep.add(ident, CAND[(ident.prompt_class, ident.load_value)], "draft-k2/main", slow=24 if none_meet else 0)
     v = next(v for v in sweep.analyse().mix if v.name == "draft-k2")
     assert v.coverage == 1.0 and v.fleet.saving_fraction is None
-    assert v.fleet.reason == "the speculative arm or the baseline has no SLO-qualified tokens in a measured cell of the mix"
+    assert v.fleet.reason == (
+        "the speculative arm or the baseline has no SLO-qualified tokens in a measured cell of the mix")
     assert not v.adoptable
 
 

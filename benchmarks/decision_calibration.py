@@ -39,7 +39,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -55,9 +55,8 @@ from specfleet.contract.matrix import ArmPlan, CellIdentity
 from specfleet.evidence import earlier_runs
 from specfleet.results import CellResult
 from specfleet.stats.bootstrap import Interval
-from specfleet.stats.noise import config_key
 from specfleet.stats.quality import GateResult, quality_gate
-from specfleet.stats.runs import ConfigKey, Metric, RunValue, percentile_run, rate_run
+from specfleet.stats.runs import ConfigKey, Metric, RunValue, config_key, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise, estimate_noise
 from specfleet.traffic import cell_token_shares, effective_mix
@@ -100,6 +99,9 @@ class RealNoise:
     """Real run-to-run offsets: each A/A pair's difference over sqrt 2, with either sign."""
     baseline: dict[tuple[str, float], list[PoolCell]]
     """Usable baseline cells by (prompt class, concurrency), every stored sweep."""
+    server_share: float | None = None
+    """``--server-share``: the truth's server part as this share of the estimated total (a
+    robustness check on noise unlike the stored sweeps'); None: the estimates themselves."""
 
     @property
     def tau(self) -> float:
@@ -112,8 +114,11 @@ class RealNoise:
         noise = self.noise[metric]
         if not noise.estimated:
             return 0.0, 0.0
-        server_var, run_var = noise.parts()
-        return max(server_var, 0.0), max(run_var, 0.0)
+        server_var, run_var = (max(p, 0.0) for p in noise.parts())
+        if self.server_share is None:
+            return server_var, run_var
+        total = server_var + run_var
+        return self.server_share * total, (1.0 - self.server_share) * total
 
     def run_offset(self, metric: Metric, rng: np.random.Generator, size: int | None = None) -> FloatArray:
         """Run-to-run offsets drawn from the real ones, scaled to the run part (the pairs also carry
@@ -394,6 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--canaries", type=int, default=400)
     parser.add_argument("--shapes", default="demo,nightly")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--server-share", type=float, help="robustness: the true server part as this share of the "
+                        "estimated total noise (default: the estimates' own split)")
     parser.add_argument("--no-history", action="store_true",
                         help="every simulated sweep alone (its config's analysis.noise_history set to 0): a first run")
     parser.add_argument("--json", type=Path, help="write every figure here")
@@ -401,16 +408,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     started = time.monotonic()
     noise = real_noise(stored_sweeps(args.sweeps))
+    if args.server_share is not None:
+        if not 0.0 <= args.server_share <= 1.0:
+            print(f"--server-share: {args.server_share} is not between 0 and 1", file=sys.stderr)
+            return 2
+        noise = replace(noise, server_share=args.server_share)
     if not all(n.estimated for n in noise.noise.values()):
         print(f"no run-to-run estimate in the stored sweeps: {noise.noise['qualified_tokens_per_s'].source}",
               file=sys.stderr)
         return 2
     (server, run), (itl_server, itl_run) = noise.truth("qualified_tokens_per_s"), noise.truth("itl")
     tps = noise.noise["qualified_tokens_per_s"]
-    console.print(f"REAL noise from {len(noise.sweeps)} stored sweeps (a negative estimate taken as 0): tokens/s "
-                  f"server {server:.5f}, run {run:.5f} (tau {noise.tau:.3f} [{tps.relative_sd_low:.3f}, "
-                  f"{tps.relative_sd_high:.3f}]); ITL server {itl_server:.5f}, run {itl_run:.5f}; {tps.source}; "
-                  f"{len(noise.offsets['qualified_tokens_per_s']) // 2} A/A pairs drawn from", highlight=False)
+    raw = {m: n.parts() for m, n in noise.noise.items()}
+    console.print(f"REAL noise from {len(noise.sweeps)} stored sweeps; the simulation's truth takes a negative "
+                  f"estimate as 0: tokens/s server {server:.5f} (estimate {raw['qualified_tokens_per_s'][0]:+.5f}), "
+                  f"run {run:.5f} (tau {noise.tau:.3f} [{tps.relative_sd_low:.3f}, {tps.relative_sd_high:.3f}]); "
+                  f"ITL server {itl_server:.5f} (estimate {raw['itl'][0]:+.5f}), run {itl_run:.5f}; {tps.source}; "
+                  f"run offsets drawn from {len(noise.offsets['qualified_tokens_per_s']) // 2} real A/A pairs",
+                  highlight=False)
     rng = np.random.default_rng(args.seed)
     stored: dict[str, object] = {"sweeps": noise.sweeps}
     stored |= {m: n.model_dump() for m, n in noise.noise.items()}

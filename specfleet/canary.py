@@ -4,12 +4,13 @@ quality-gate scores with a matched baseline replica"). Pure: the figures come in
 
 Per prompt class the candidate is compared with the baseline replica that served the same prompts
 in the same order at the same load, at the same time: paired, prompt by prompt. Each class makes
-three claims in one family (``specfleet.decision_rule``): more SLO-qualified tokens/s, fewer, and
-a slower SLO-percentile ITL. Their intervals include the paired request-level spread and the
-replica-to-replica noise of the sweep given with ``--from`` (its repeated and bracketing baseline
-cells: what two identical servers differ by), corrected over every claim of the canary. Without a
-sweep there is no noise estimate: no interval states a confidence and none of the three claims
-can be made.
+four claims in one family (``specfleet.decision_rule``): more SLO-qualified tokens/s, fewer, a
+faster and a slower SLO-percentile ITL. Pairing leaves only what two identical servers measuring
+the same prompts side by side differ by: one window's run-to-run noise on each of two server
+lives, which the sweep given with ``--from`` estimated (its repeated and bracketing baseline cells,
+with its ``analysis.noise_history``); the intervals carry it, corrected over every claim of the
+canary. Without a sweep there is no noise estimate: no interval states a confidence and none of
+the claims can be made.
 
 - ``rollback``: some class is worse (fewer tokens/s or slower ITL, adopted by the one rule), misses
   the SLO where the baseline meets it, scores lower than the quality tolerance allows, or accepts

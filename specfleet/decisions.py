@@ -31,8 +31,8 @@ from specfleet.evidence import Evidence
 from specfleet.quality_gates import SliceKey
 from specfleet.results.cell import CellResult
 from specfleet.stats import bootstrap as bs
-from specfleet.stats.noise import ConfigKey, config_key
 from specfleet.stats.quality import GateResult, quality_not_run
+from specfleet.stats.runs import ConfigKey, config_key
 from specfleet.stats.samples import CellSample
 
 ReasonCode = Literal[

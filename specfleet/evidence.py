@@ -10,8 +10,7 @@ from specfleet.contract.checks import AnalysisSpec
 from specfleet.contract.workload import SLOSpec
 from specfleet.decision_rule import Claim, ClaimResult, Family
 from specfleet.results.cell import CellResult
-from specfleet.stats.noise import config_key
-from specfleet.stats.runs import ConfigKey, Metric, RunTable, RunValue, percentile_run, rate_run
+from specfleet.stats.runs import ConfigKey, Metric, RunTable, RunValue, config_key, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import NoiseDesign, RunNoise, estimate_noise
 

@@ -5,9 +5,10 @@ The cells are dealt round robin (each replica gets its share of every load, clas
 mode) over at most one replica per cell. With two or more replicas each one opens with a
 cross-replica check: the previous replica's first cell measured again (``replica_check``), at
 the same point of the stage on other accelerators. The check is a baseline cell like the
-others, so the noise floor (``specfleet.stats.noise``) and the baseline a decision compares
-against (``specfleet.decisions``) pool it with the repeats: replica-to-replica variation
-enters both, as it already enters every comparison of a speculative arm on other accelerators.
+others on a server life of its own, so the run-to-run noise (``specfleet.stats.variance``,
+whose server part it estimates) and the baseline a decision compares against
+(``specfleet.decisions``) pool it with the repeats: replica-to-replica variation enters both, as
+it already enters every comparison of a speculative arm on other accelerators.
 """
 
 from collections.abc import Sequence

@@ -9,8 +9,9 @@ From the usable cells (status ok, with their per-request records):
   to mean 1 (it sets the ITL tails; the law sets the means);
 - the request overhead: the time from send to the scheduler, fitted so that the simulated
   cells' mean TTFT matches the measured cells' (a few fixed-point rounds of the simulation);
-- the KV pool each arm reported, the loads and k measured, and the sweep's noise floor (the
-  largest relative spread of the repeated baseline), which widens every interval.
+- the KV pool each arm reported, the loads and k measured, and the sweep's largest relative
+  spread of the repeated baseline (``specfleet.stats.noise``; not the decisions' pooled noise
+  floor), which widens every interval.
 """
 
 from collections import defaultdict

@@ -3,7 +3,7 @@
 The figures come from simulated request records (``batching``) put through the same metrics
 code as measured ones. The interval comes from two more runs: a slow one, with the step law
 at the 97.5th percentile of its bootstrap replicates at this operating point, acceptance at
-the low ends of its Wilson intervals and steps slower by half the sweep's noise floor; and
+the low ends of its Wilson intervals and steps slower by half the sweep's largest baseline spread; and
 a fast one, the other way round. Each key's interval spans the three runs. The speedup's
 interval pairs the arm's slow run with the baseline's fast run and the reverse: a conservative
 pairing, wider than a joint interval.
@@ -319,7 +319,8 @@ def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKe
     if cal.law.dropped:
         notes.append(f"the data could not identify {', '.join(cal.law.dropped)}: taken as 0 ms")
     if cal.noise_floor is not None:
-        notes.append(f"the sweep's noise floor (repeated baseline) is {cal.noise_floor:.0%}; the interval includes it")
+        notes.append(f"the sweep's largest baseline spread ((max - min) / mean of a repeated configuration) is "
+                     f"{cal.noise_floor:.0%}; the interval includes it")
     if runs.point.kv_limited_steps:
         notes.append(f"the KV pool ({cal.limits(spec.name).kv_tokens} tokens) held requests back in "
                      f"{runs.point.kv_limited_steps} steps")
@@ -348,7 +349,7 @@ def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKe
             tokens_per_step=None if not accept["point"] else _bounds(*(a[1] for a in accept.values() if a)),
             speedup=speedup_bounds, cost_per_million_usd=_bounds(p.cost, slow.cost, fast.cost),
             basis="step law at its bootstrap 2.5-97.5 % over requests, acceptance at its Wilson 95 % ends, "
-                  "steps widened by half the sweep's noise floor; three simulated runs (slow, point, fast)",
+                  "steps widened by half the sweep's largest baseline spread; three simulated runs (slow, point, fast)",
         ),
         extrapolates=_extrapolates(cal, spec, k, profile, load, runs.point, query.prompt_class),
         notes=notes,

@@ -1,10 +1,10 @@
-"""The noise floor: run-to-run spread of the repeated baseline (seed: "Production gates").
+"""The baseline's spread per configuration: (max - min) / mean of its usable runs' SLO-qualified
+tokens/s (opening and closing cells, repeats, replica checks).
 
-The same baseline configuration is measured at the start (phase "main", every repeat) and
-at the end of the sweep (phase "baseline_end"); where a baseline stage is split over replicas,
-its repeats land on different replicas and a few cells are measured on two of them
-(``specfleet.replicas``). Its relative spread in SLO-qualified tokens per second, over all of
-these, is the smallest saving a decision may trust.
+A descriptive figure for the performance model's margin and the accuracy benchmark only. No
+decision reads it: from one pair it is a poor estimate of the noise (at a true 3 % run CV it falls
+below 1 % about one night in five). The noise every interval and verdict carries is pooled over
+the sweep with its own uncertainty (``specfleet.stats.variance``).
 """
 
 from collections import defaultdict
@@ -13,15 +13,8 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from specfleet.contract.base import RecordModel
-from specfleet.contract.matrix import CellIdentity
 from specfleet.results.cell import CellResult
-
-ConfigKey = tuple[str, str, float, str]
-
-
-def config_key(identity: CellIdentity) -> ConfigKey:
-    """What baseline and speculative cells are matched on: prompt class, load and sampling."""
-    return (identity.prompt_class, identity.load_mode, identity.load_value, identity.sampling)
+from specfleet.stats.runs import ConfigKey, config_key
 
 
 class NoiseFloor(RecordModel):

@@ -15,10 +15,16 @@ from typing import Literal
 
 import numpy as np
 
+from specfleet.contract.matrix import CellIdentity
 from specfleet.stats.samples import CellSample
 
 ConfigKey = tuple[str, str, float, str]
 """What runs of different arms are matched on: prompt class, load mode, load value, sampling."""
+
+
+def config_key(identity: CellIdentity) -> ConfigKey:
+    """What baseline and speculative cells are matched on: prompt class, load and sampling."""
+    return (identity.prompt_class, identity.load_mode, identity.load_value, identity.sampling)
 Metric = Literal["qualified_tokens_per_s", "itl"]
 
 

@@ -215,7 +215,7 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     assert 'class="flip"' in html
     markdown = (out / "report.md").read_text()
     for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) |",
-                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (9)", "## Held-out quality",
+                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (8)", "## Held-out quality",
                  "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
                  f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped", "## Measured and predicted",

@@ -29,7 +29,10 @@ corrected: each bound one-sided, all of a sweep's bounds at once), the false ado
 saving of 0, the power at each gain, and the canary's A/A promote and rollback rates.
 
     python benchmarks/decision_calibration.py [SWEEP_DIR ...] [--sweeps-per-gain N] [--nightly-per-gain N]
-        [--canaries N] [--no-history] [--json OUT]
+        [--canaries N] [--no-history] [--server-share F] [--json OUT]
+
+``--server-share F`` is a robustness check: the truth's server part set to F of the estimated
+total noise (the stored sweeps put it at 0), everything else as above.
 """
 
 import argparse
@@ -420,8 +423,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     (server, run), (itl_server, itl_run) = noise.truth("qualified_tokens_per_s"), noise.truth("itl")
     tps = noise.noise["qualified_tokens_per_s"]
     raw = {m: n.parts() for m, n in noise.noise.items()}
-    console.print(f"REAL noise from {len(noise.sweeps)} stored sweeps; the simulation's truth takes a negative "
-                  f"estimate as 0: tokens/s server {server:.5f} (estimate {raw['qualified_tokens_per_s'][0]:+.5f}), "
+    truth = ("the simulation's truth takes a negative estimate as 0" if args.server_share is None else
+             f"the simulation's truth splits the estimated total {args.server_share:g} server / "
+             f"{1 - args.server_share:g} run (--server-share)")
+    console.print(f"REAL noise from {len(noise.sweeps)} stored sweeps; {truth}: tokens/s server {server:.5f} "
+                  f"(estimate {raw['qualified_tokens_per_s'][0]:+.5f}), "
                   f"run {run:.5f} (tau {noise.tau:.3f} [{tps.relative_sd_low:.3f}, {tps.relative_sd_high:.3f}]); "
                   f"ITL server {itl_server:.5f} (estimate {raw['itl'][0]:+.5f}), run {itl_run:.5f}; {tps.source}; "
                   f"run offsets drawn from {len(noise.offsets['qualified_tokens_per_s']) // 2} real A/A pairs",
@@ -429,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     stored: dict[str, object] = {"sweeps": noise.sweeps}
     stored |= {m: n.model_dump() for m, n in noise.noise.items()}
-    out: dict[str, object] = {"noise": stored, "history": not args.no_history}
+    out: dict[str, object] = {"noise": stored, "history": not args.no_history, "server_share": args.server_share}
     shapes: dict[str, object] = {}
     for name in args.shapes.split(","):
         sh = shape(name, noise, history=not args.no_history)

@@ -157,19 +157,19 @@ class MixVerdict(RecordModel):
         verdict = "entry gate passed" if not failed else f"entry gate FAILED ({', '.join(failed)})"
         if not self.other_gates.passed:
             verdict += ", other gates FAILED: not adoptable" if not failed else ", other gates FAILED"
-        if self.comparisons:
-            verdict += f" (corrected for {self.comparisons} comparisons)"
         default = " (default mix: no traffic block)" if self.mix.default else ""
-        return f"{partial}{self.subject} / {self.sampling}: {verdict}: {_figures_line(self.fleet)}{default}"
+        figures = _figures_line(self.fleet, self.comparisons)
+        return f"{partial}{self.subject} / {self.sampling}: {verdict}: {figures}{default}"
 
 
-def _figures_line(f: MixFigures) -> str:
+def _figures_line(f: MixFigures, comparisons: int | None) -> str:
     if f.saving_fraction is None:
         return f"no saving figure ({f.reason})"
     low, high = f.pessimistic_saving_fraction, f.optimistic_saving_fraction
     interval = f"[{low:+.1%}, {high:+.1%}]" if low is not None and high is not None else "(no interval)"
+    corrected = f" (corrected for {comparisons} comparisons)" if comparisons and low is not None else ""
     noise = f"{f.noise_floor:.1%}" if f.noise_floor is not None else "unknown"
-    return (f"saving {f.saving_fraction:+.1%} {interval} vs noise {noise}, "
+    return (f"saving {f.saving_fraction:+.1%} {interval}{corrected} vs noise {noise}, "
             f"{f.baseline_replicas} -> {f.candidate_replicas} replicas")
 
 

@@ -29,7 +29,7 @@ corrected: each bound one-sided, all of a sweep's bounds at once), the false ado
 saving of 0, the power at each gain, and the canary's A/A promote and rollback rates.
 
     python benchmarks/decision_calibration.py [SWEEP_DIR ...] [--sweeps-per-gain N] [--nightly-per-gain N]
-        [--canaries N] [--no-history] [--server-share F] [--json OUT]
+        [--canaries N] [--no-history] [--server-share F] [--error-control CONTROL] [--json OUT]
 
 ``--server-share F`` is a robustness check: the truth's server part set to F of the estimated
 total noise (the stored sweeps put it at 0), everything else as above.
@@ -178,9 +178,11 @@ class Shape:
     """The stored cell each configuration is."""
 
 
-def shape(name: str, noise: RealNoise, history: bool = True) -> Shape:
+def shape(name: str, noise: RealNoise, history: bool = True, error_control: str | None = None) -> Shape:
     config = load_sweep_config(SHAPES[name])
-    analysis = config.analysis if history else config.analysis.model_copy(update={"noise_history": 0})
+    analysis = config.analysis.model_copy(update={
+        "noise_history": config.analysis.noise_history if history else 0,
+        "error_control": error_control or config.analysis.error_control})
     config = config.model_copy(update={
         "hardware": config.hardware.model_copy(update={"peak_demand_tokens_per_s": DEMAND}),
         "equivalence": config.equivalence.model_copy(update={"stochastic": None}),
@@ -402,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--canaries", type=int, default=400)
     parser.add_argument("--shapes", default="demo,nightly")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--error-control", choices=["family_wise", "false_discovery_rate"],
+                        help="override the configs' analysis.error_control")
     parser.add_argument("--server-share", type=float, help="robustness: the true server part as this share of the "
                         "estimated total noise (default: the estimates' own split)")
     parser.add_argument("--no-history", action="store_true",
@@ -435,10 +439,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     stored: dict[str, object] = {"sweeps": noise.sweeps}
     stored |= {m: n.model_dump() for m, n in noise.noise.items()}
-    out: dict[str, object] = {"noise": stored, "history": not args.no_history, "server_share": args.server_share}
+    out: dict[str, object] = {"noise": stored, "history": not args.no_history, "server_share": args.server_share,
+                             "error_control": args.error_control}
     shapes: dict[str, object] = {}
     for name in args.shapes.split(","):
-        sh = shape(name, noise, history=not args.no_history)
+        sh = shape(name, noise, history=not args.no_history, error_control=args.error_control)
         per_gain = args.per_gain if name == "demo" else args.nightly_per_gain
         by_gain: dict[float, Tally] = {}
         overall = Tally()

@@ -135,8 +135,8 @@ class Family:
 
     def decide(self) -> dict[str, ClaimResult]:
         """Every claim's intervals and whether it is adopted, corrected over the whole family.
-        Claims of a metric without a run-to-run estimate are shown on request-level spread only,
-        with no stated confidence, and never adopted; they still count in the family."""
+        Claims of a metric without a run-to-run estimate have no interval ends and no stated
+        confidence, and are never adopted; they still count in the family."""
         if not self.claims:
             return {}
         m, alpha = len(self.claims), 1.0 - self.confidence

@@ -278,9 +278,9 @@ def policy_truth(sh: Shape, ks: Mapping[float, int], speedup: float) -> float:
 class Tally:
     """Counts per figure: covered / formed, adopted / offered."""
 
-    hits: dict[str, list[bool]] = field(default_factory=lambda: defaultdict(list))
+    hits: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
-    def add(self, name: str, value: bool | None) -> None:
+    def add(self, name: str, value: bool | float | None) -> None:
         if value is not None:
             self.hits[name].append(value)
 
@@ -294,35 +294,42 @@ def score_sweep(sh: Shape, v: Verdicts, speedup: float, tally: Tally) -> None:
     all of a sweep's bounds at once), and what was adopted."""
     lows: list[bool] = []
     highs: list[bool] = []
+    missed_when_adopted: list[bool] = []
 
-    def corrected(interval: Interval | None, truth: float) -> None:
-        """A corrected bound states its confidence for all of the sweep's bounds at once."""
+    def corrected(interval: Interval | None, truth: float, adopted: bool) -> None:
+        """A corrected bound states its confidence for all of the sweep's bounds at once (max-T), or
+        for the adopted ones on average (FCR)."""
         found = _bounds(interval, truth)
         if found is not None:
             lows.append(found[0])
             highs.append(found[1])
+            if adopted:
+                missed_when_adopted.append(not found[0])
 
     for d in v.decisions:
         c = d.comparison
         tally.add("cell marginal", _covers(c.qualified_tps_speedup if c else None, speedup))
-        corrected(c.qualified_tps_speedup_corrected if c else None, speedup)
+        corrected(c.qualified_tps_speedup_corrected if c else None, speedup, d.verdict == "adopt")
         tally.add("adopt: cell", d.verdict == "adopt")
     for m in v.mix:
         if m.name.endswith("-k-policy"):
-            corrected(m.fleet.speedup_corrected, policy_truth(sh, {c.load_value: c.k or 0 for c in m.cells}, speedup))
+            corrected(m.fleet.speedup_corrected, policy_truth(sh, {c.load_value: c.k or 0 for c in m.cells}, speedup),
+                      m.fleet.adopted)
             tally.add("adopt: policy at the mix", m.adoptable)
             continue
         tally.add("mix marginal", _covers(m.fleet.speedup, speedup))
-        corrected(m.fleet.speedup_corrected, speedup)
+        corrected(m.fleet.speedup_corrected, speedup, m.fleet.adopted)
         for f in m.per_class.values():
             tally.add("class marginal", _covers(f.speedup, speedup))
-            corrected(f.speedup_corrected, speedup)
+            corrected(f.speedup_corrected, speedup, f.adopted)
         tally.add("adopt: arm at the mix", m.adoptable)
     classes = class_verdicts(sh.config, v.decisions, v.mix, v.policies)
     for cv in classes:
         tally.add("adopt: class verdict", cv.verdict == "adopt")
     tally.add("corrected: every lower bound of the sweep at once", all(lows) if lows else None)
     tally.add("corrected: every upper bound of the sweep at once", all(highs) if highs else None)
+    tally.add("corrected, adopted claims whose low end lies above the truth (FCR; 0 when none)",
+              float(np.mean(missed_when_adopted)) if missed_when_adopted else 0.0)
     tally.add("adopt: anything in the sweep", any(d.verdict == "adopt" for d in v.decisions)
               or any(m.adoptable for m in v.mix) or any(cv.verdict == "adopt" for cv in classes))
 
@@ -490,7 +497,8 @@ def _report(console: Console, name: str, sh: Shape, by_gain: Mapping[float, Tall
     coverage = Tally(hits={k: v for k, v in overall.hits.items() if not k.startswith("adopt")})
     result: dict[str, object] = {"coverage": _table(
         console, f"{name}: coverage at 95 % over all gains ({per_gain} sweeps per gain, {cells} cells each, noise "
-        f"history {sh.config.analysis.noise_history}; SIMULATED on real noise)", coverage)}
+        f"history {sh.config.analysis.noise_history}, {sh.config.analysis.error_control}; SIMULATED on real noise)",
+        coverage)}
     table = Table(title=f"{name}: adopt rates per true gain (x tau); at 0 every adopt is false")
     table.add_column("figure")
     for gain in by_gain:

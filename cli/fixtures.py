@@ -28,9 +28,10 @@ def build(
 ) -> None:
     """Build the tokenizer, target and distilled draft, or reuse a cached build."""
     from tasks.fixtures.build import build_fixtures
+    from tasks.fixtures.progress import BuildDisplay
 
-    with exit_on_error():
-        paths = build_fixtures(cache_dir, progress=lambda message: progress_console.print(message, markup=False))
+    with exit_on_error(), BuildDisplay(progress_console) as display:
+        paths = build_fixtures(cache_dir, progress=display)
     if as_json:
         print(json.dumps({"target": str(paths.target), "draft": str(paths.draft), "tokenizer": str(paths.tokenizer)}))
         return

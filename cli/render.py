@@ -171,6 +171,19 @@ def print_answer(summary: "SweepSummary") -> None:
         out.print(f"  {NA}: no verdict at the traffic mix (see the notes above)", markup=False)
 
 
+def print_next_steps(report_html: "Path", tracking_uri: str, experiment: str) -> None:
+    """The demo's last lines: what a newcomer opens next, and how to run it on their own fleet."""
+    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)
+    out.print("[bold]Next[/bold]")
+    for name, text in (
+        ("report", str(report_html)),
+        ("MLflow UI", mlflow_ui_hint(tracking_uri, experiment)),
+        ("your fleet", "copy configs/llama70b-h200.yaml (or the demo's), set its models, prompt classes, traffic and "
+                       "prices, then: specfleet validate my.yaml && specfleet plan my.yaml && specfleet sweep my.yaml"),
+    ):
+        out.print(f"  {name + ':':<12}{text}", markup=False, highlight=False, soft_wrap=True)
+
+
 def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
     """A server is opened in a browser, a local store through ``mlflow ui`` on loopback; either
     way on the experiment's runs table, where sweeps are compared."""

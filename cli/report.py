@@ -24,7 +24,7 @@ def report(
     results_dir: Annotated[Path, typer.Option("--results-dir", help="Root of the sweeps' results.")] = Path("results"),
     tracking_uri: TrackingUri = None,
     draft_cost_ratio: DraftCostRatio = DEFAULT_DRAFT_COST_RATIO,
-) -> None:
+) -> Path:
     """Write the sweep's report (decision, heat maps, latency, acceptance, KV, energy, model vs
     measured, negative cells, equivalence, contract) and log it to the sweep's MLflow run."""
     from tasks.report.content import build_content
@@ -42,3 +42,4 @@ def report(
     print(f"summary: {files.markdown}")
     use_short_http_retries()
     print(log_to_sweep_run(resolve_uri(tracking_uri), data.config.name, data.sweep_id, [files.html, files.markdown]))
+    return files.html

@@ -25,6 +25,8 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
     from flows.sweep import sweep_flow
     from specfleet.budget import budgeted
     from tasks.cluster.interrupt import ctrl_c_stops_the_sweep
+    from tasks.fixtures.progress import BuildDisplay
+    from tasks.plan.models import resolve_models
     from tasks.plan.preflight import check_inputs
     from tasks.plan.sweep_plan import check_continue, open_sweep
     from tasks.tracking.runs import tracking_uri as resolve_uri
@@ -35,10 +37,30 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
             check_continue(results_dir, checked.name, resume)
         if resume is not None:
             open_sweep(results_dir, resume)
+        with BuildDisplay() as display:  # a first build's progress reaches this console, not the flow's log
+            resolve_models(checked, progress=display)
+        announce_embedded_prefect()
         with ctrl_c_stops_the_sweep():
             summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir), budget, continue_sweep)
     print_sweep_summary(summary, resolve_uri(tracking_uri))
     return summary
+
+
+def announce_embedded_prefect() -> None:
+    """Without ``PREFECT_API_URL`` the flow starts Prefect's embedded server, which says nothing
+    for its first tens of seconds; the first time on a machine it creates its database (42 s
+    from the command to the flow's first line on the 2-core machine, docs/install.md)."""
+    from prefect.settings import get_current_settings
+    from rich.console import Console
+
+    settings = get_current_settings()
+    if settings.api.url:
+        return
+    database = settings.server.database.connection_url
+    url = database.get_secret_value() if database is not None else ""
+    first = url.startswith("sqlite") and not Path(url.split(":///", 1)[-1]).exists()
+    Console(highlight=False, soft_wrap=True).print("starting Prefect's embedded server" + (
+        ", the first time on this machine: it creates its database (about 40 s)" if first else ""), markup=False)
 
 
 def _exit_for(summary: "SweepSummary") -> None:
@@ -117,10 +139,12 @@ def sync(
 def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("results")) -> None:
     """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models,
     then the pilot report."""
-    from cli.render import print_answer
+    from cli.render import print_answer, print_next_steps
     from cli.report import report
+    from tasks.tracking.runs import tracking_uri as resolve_uri
 
     summary = _run_sweep(DEMO_CONFIG, None, tracking_uri, results_dir)
-    report(summary.sweep_id, results_dir=results_dir, tracking_uri=tracking_uri)
+    report_html = report(summary.sweep_id, results_dir=results_dir, tracking_uri=tracking_uri)
     print_answer(summary)
+    print_next_steps(report_html, resolve_uri(tracking_uri), summary.config_name)
     _exit_for(summary)

@@ -57,7 +57,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
     killed, reports = False, []
     try:
         if plan.work:
-            with ray_session(plan.config) as resources, CellProgress(plan.pending_cells) as progress:
+            with ray_session(plan.config) as resources, CellProgress(plan) as progress:
                 for label, stage in plan.stages():
                     raise_if_interrupted()  # each stage's budget reserves the twins of the opening cells measured
                     time_budget = None if budget_s is None else cell_budget(plan, budget_s, started_unix_s)

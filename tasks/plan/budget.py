@@ -21,7 +21,7 @@ from tasks.plan.preflight import config_base_dir
 from tasks.plan.sweep_plan import SweepPlan, planned_cells, stored_sweeps
 
 
-def _timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
+def plan_timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
     """Calibrated on the sweep's own cells when it is resumed with usable ones, else on the newest of
     the three latest finished sweeps of its config that has usable cells, else the prior. The
     start-ups of all of them bound the budget's (``CalibratedTiming.startup_high_s``)."""
@@ -39,11 +39,15 @@ def _timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
     return prior
 
 
+def scored_items(plan: SweepPlan) -> dict[str, int]:
+    """Held-out items per prompt class (what the quality probe's predicted time reads)."""
+    return {name: len(s.items) for name, s in plan.scored_sets.items() if s is not None}
+
+
 def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> CellBudget:
     """The budget of ``plan``'s pending cells for a sweep that started at ``started_unix_s``."""
-    timing = _timing(plan)
-    scored = {name: len(s.items) for name, s in plan.scored_sets.items() if s is not None}
-    times = estimate_sweep(timing, plan.config, scored, budget_s)
+    timing = plan_timing(plan)
+    times = estimate_sweep(timing, plan.config, scored_items(plan), budget_s)
     seconds = times.cell_seconds()
     pending = {ident: key for work in plan.work for ident, key in work.cells}
     cell_s = {key: seconds[ident] for ident, key in pending.items() if ident in seconds}

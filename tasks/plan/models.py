@@ -3,9 +3,13 @@
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
+
+if TYPE_CHECKING:
+    from tasks.fixtures.build import BuildProgress
 
 FIXTURE_PREFIX = "fixture:"
 TOKENIZER_FILES = (
@@ -27,14 +31,16 @@ def model_names(config: SweepConfig) -> list[str]:
     return names
 
 
-def resolve_models(config: SweepConfig, cache_root: Path | None = None) -> dict[str, str]:
-    """Map ``fixture:target|draft|tokenizer`` to built fixture dirs; check local paths exist."""
+def resolve_models(config: SweepConfig, cache_root: Path | None = None,
+                   progress: "BuildProgress | None" = None) -> dict[str, str]:
+    """Map ``fixture:target|draft|tokenizer`` to built fixture dirs (building them the first time,
+    reporting to ``progress``); check local paths exist."""
     resolved: dict[str, str] = {}
     names = model_names(config)
     if any(n.startswith(FIXTURE_PREFIX) for n in names):
         from tasks.fixtures.build import build_fixtures
 
-        fixtures = build_fixtures(cache_root)
+        fixtures = build_fixtures(cache_root, progress=progress)
         table = {"target": fixtures.target, "draft": fixtures.draft, "tokenizer": fixtures.tokenizer}
         for name in names:
             if name.startswith(FIXTURE_PREFIX):

@@ -205,10 +205,18 @@ def test_a_second_builder_waits_and_reuses_the_first_ones_build(
     fixtures_dir.mkdir()
     messages: list[str] = []
     results: list[build.FixturePaths] = []
+
+    class Notes:
+        def note(self, message: str) -> None:
+            messages.append(message)
+
+        def step(self, done: object) -> None:
+            raise AssertionError("a build that waits trains nothing")
+
     with open(fixtures_dir / f".{digest}.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # another builder is at work
         waiter = threading.Thread(
-            target=lambda: results.append(build.build_fixtures(tmp_path, progress=messages.append))
+            target=lambda: results.append(build.build_fixtures(tmp_path, progress=Notes()))
         )
         waiter.start()
         deadline = time.monotonic() + 30

@@ -2,6 +2,7 @@
 flow on a real Prefect server, local Ray, a real MLflow tracking server and real vLLM CPU
 servers on the fixture models; then resume and revalidate."""
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,6 +59,23 @@ def test_one_parent_run_and_one_child_run_per_cell(reference: ReferenceSweep) ->
         assert "client_mean_acceptance_length" in names  # tokens per step, 1 without speculation
         assert ("request_mean_acceptance_length" in names) == speculative  # vLLM sends it to speculative arms
         assert MlflowClient(reference.tracking.uri).list_artifacts(cell.info.run_id, "records")
+
+
+def test_a_log_gets_a_line_per_stage_and_per_finished_cell_with_elapsed_and_predicted_remaining_time(
+    reference: ReferenceSweep,
+) -> None:
+    """The reference sweep's stdout is a pipe, as in ``make demo > log``: no progress bar, lines."""
+    times = r"\((?:\d+m)?\d+s elapsed, (?:predicted (?:\d+m)?\d+s left|overrunning its prediction|done)\)"
+    finished = re.findall(rf"^cell (\d+)/(\d+) finished: (.+) {times}$", reference.output, re.MULTILINE)
+    stored = {cell.identity.label for cell in reference.store.cells()}
+    assert [int(n) for n, _, _ in finished] == list(range(1, len(stored) + 1))
+    assert {int(total) for _, total, _ in finished} == {len(stored)}
+    assert {label for _, _, label in finished} == stored
+    assert re.search(rf"^cell {len(stored)}/{len(stored)} finished: .+ \(\S+ elapsed, done\)$", reference.output,
+                     re.MULTILINE)
+    stages = re.findall(rf"^stage started: (.+) {times}$", reference.output, re.MULTILINE)
+    assert stages == ["baseline", "speculative arms", "baseline (end)"]
+    assert "\x1b[" not in reference.output  # no terminal control codes in a log
 
 
 def test_tables_on_the_parent_run_and_in_the_results_dir(reference: ReferenceSweep) -> None:

@@ -5,6 +5,7 @@ on the config's last finished sweep here, else the performance model's prior).""
 import time
 from pathlib import Path
 
+from specfleet.errors import InputError
 from specfleet.replicas import slots
 from specfleet.sweep_estimate import estimate_sweep
 from tasks.plan.budget import plan_timing, scored_items
@@ -18,15 +19,24 @@ class CellProgress:
 
     def __init__(self, plan: SweepPlan) -> None:
         self.started = time.time()
-        timing = plan_timing(plan)
-        times = estimate_sweep(timing, plan.config, scored_items(plan))
-        cell_s = times.cell_seconds()
         self.work = plan.work
-        self.cell_s = {key: cell_s.get(ident, 0.0) for work in plan.work for ident, key in work.cells}
-        self.start_s = [timing.startup_s(work.arm) + (max(a.probe_s for a in times.arms if a.arm == work.arm)
-                        if work.probe or work.quality_probe else 0.0) for work in plan.work]
+        self.unpredicted: str | None = None
+        """Why the plan cannot predict this sweep (its prior lacks the hardware or a model's config):
+        the time left is then shown as not known, never guessed."""
+        try:
+            timing = plan_timing(plan)
+            times = estimate_sweep(timing, plan.config, scored_items(plan))
+        except InputError as err:
+            self.unpredicted = str(err)
+            self.cell_s: dict[str, float] = {}
+            self.start_s: list[float] = []
+        else:
+            cell_s = times.cell_seconds()
+            self.cell_s = {key: cell_s[ident] for work in plan.work for ident, key in work.cells}
+            self.start_s = [timing.startup_s(work.arm) + (max(a.probe_s for a in times.arms if a.arm == work.arm)
+                            if work.probe or work.quality_probe else 0.0) for work in plan.work]
+            self.after_s = timing.after_stages_s()
         self.parallel = slots(plan.config)[0]
-        self.after_s = timing.after_stages_s()
         self.labels = {key: ident.label for work in plan.work for ident, key in work.cells}
         self.done: set[str] = set()
         self.stage: str | None = None
@@ -36,7 +46,8 @@ class CellProgress:
 
     def __enter__(self) -> "CellProgress":
         self.job.__enter__()
-        self.job.update(0, "starting", self.predicted_at_event)
+        self.job.update(0, "starting", self.predicted_at_event, line=None if self.unpredicted is None else
+                        f"sweep: no predicted time left ({self.unpredicted})")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -55,12 +66,16 @@ class CellProgress:
                             line=f"cell {len(self.done)}/{self.job.total} finished: {self.labels.get(key, key)}")
         self.job.update(len(self.done), stage, self._remaining_now())
 
-    def _remaining_now(self) -> float:
+    def _remaining_now(self) -> float | None:
+        if self.predicted_at_event is None:
+            return None
         return max(0.0, self.predicted_at_event - (time.monotonic() - self.event_at))
 
-    def _predicted_remaining_s(self) -> float:
+    def _predicted_remaining_s(self) -> float | None:
         """The servers' predicted work left (a server with no cell finished yet still owes its start
         and probes), spread over the sweep's parallel slots, and the aggregation after them."""
+        if self.unpredicted is not None:
+            return None
         left = sum(self._left_s(work, start_s) for work, start_s in zip(self.work, self.start_s, strict=True))
         return left / self.parallel + self.after_s
 

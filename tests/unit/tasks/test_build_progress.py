@@ -71,3 +71,24 @@ def test_durations_and_unknown_remaining_time_read_plainly() -> None:
     assert [duration(s) for s in (0.4, 59.6, 61, 3725)] == ["0s", "1m00s", "1m01s", "1h02m"]
     assert remaining_text(None, predicted=True) == "time left not known yet"
     assert remaining_text(30, predicted=False) == "about 30s left"
+
+
+def test_a_sweep_the_plan_cannot_predict_shows_no_time_left_and_why(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from types import SimpleNamespace
+
+    from specfleet.errors import InputError
+    from tasks.cluster import progress as cell_progress
+    from tasks.plan.config import load_sweep_config
+
+    def no_prior(_plan: object) -> None:
+        raise InputError("hardware.accelerator 'tpu9': the plan's prior has no roofline for it")
+
+    monkeypatch.setattr(cell_progress, "plan_timing", no_prior)
+    config = load_sweep_config(Path(__file__).parents[3] / "configs" / "demo-cpu.yaml")
+    plan = SimpleNamespace(work=[], pending_cells=3, config=config)
+    with cell_progress.CellProgress(plan) as shown:  # type: ignore[arg-type]
+        status = shown.job.status()
+    assert "sweep: no predicted time left (hardware.accelerator 'tpu9': the plan's prior" in capsys.readouterr().out
+    assert status.endswith("elapsed, time left not known yet)")

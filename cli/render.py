@@ -44,6 +44,9 @@ def print_measurement(result: dict[str, object]) -> None:
     for name in ("completed", "failed", "output_tokens_per_s", "qualified_tokens_per_s", "acceptance_rate",
                  "mean_acceptance_length", "client_mean_acceptance_length", "request_mean_acceptance_length"):
         console.print(f"{name}: {_fmt(result[name])}")
+    if result["tls_verification"] is not None:
+        style = "[red]" if result["tls_verification"] == "off (--insecure)" else "[dim]"
+        console.print(f"{style}TLS certificate verification: {result['tls_verification']}[/]")
     for reason in result["reasons"] or []:  # type: ignore[attr-defined]
         console.print(f"[yellow]note:[/yellow] {reason}")
 

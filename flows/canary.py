@@ -64,7 +64,7 @@ def canary_probe_flow(prompts: list[str], baseline_url: str | None = None, candi
     for c in result.classes:
         logger.info("%s: acceptance %s (%s), baseline %s", c.prompt_class, c.candidate_acceptance.value,
                     c.candidate_acceptance.source, c.baseline_acceptance.value)
-    params = {"baseline": baseline, "candidate": candidate}
+    params = {"baseline": replicas[0].base_url, "candidate": replicas[1].base_url}  # never the URLs' credentials
     for note in [*context.notes, *publish(result, canary_dir, context.experiment, None, params),
                  *emit_rollback(result, canary_dir)]:
         logger.warning(note)

@@ -37,6 +37,10 @@ class EngineSpec(ContractModel):
         None, description="Name of the environment variable holding the API key (never the key)."
     )
     extra_args: list[str] = Field(default_factory=list, description="Extra server CLI arguments.")
+    ca_bundle: str | None = Field(
+        None, description="PEM CA bundle the sweep's clients verify the arm servers' certificates with, when "
+        "extra_args makes them serve HTTPS (--ssl-certfile, --ssl-keyfile); unset: the system store."
+    )
     env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
     max_model_len: PositiveInt | None = None
     max_num_seqs: PositiveInt | None = None

@@ -85,7 +85,7 @@ async def measure_cell(
     """Warm up, snapshot telemetry, run the measured requests, snapshot again, assemble, store.
     ``server`` names the server life the endpoint is (``CellResult.server``)."""
     started_at = datetime.now(UTC).isoformat()
-    async with httpx.AsyncClient(base_url=endpoint.base_url, headers=endpoint.headers(), timeout=10) as client:
+    async with endpoint.async_client(10) as client:
         await _reset_prefix_cache(client)
         snapshots: dict[str, str | None] = {}
 

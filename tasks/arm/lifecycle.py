@@ -136,6 +136,7 @@ def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_pat
     return ArmServer(
         args, server_env(config.engine, arm), config.engine.host, port, log_path,
         config.engine.startup_timeout_s, config.engine.stop_grace_s, api_key(config),
+        Path(config.engine.ca_bundle) if config.engine.ca_bundle else None,
     )
 
 
@@ -248,7 +249,7 @@ class _ArmRun:
         with _server(config, arm, self.resolved, self.log_path) as server:
             life = f"{self.log_path.stem}@{datetime.now(UTC).isoformat(timespec='seconds')}"
             phases["startup_s"] += server.startup_s or 0.0
-            endpoint = ServerEndpoint(server.base_url, SERVED_MODEL_NAME, server.api_key)
+            endpoint = server.endpoint(SERVED_MODEL_NAME)
             if probe or scored_sets is not None:
                 t0 = time.monotonic()
                 if probe:

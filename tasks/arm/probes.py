@@ -26,7 +26,7 @@ async def _generate(
 ) -> list[int]:
     path, body = _request(endpoint, prompt, {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
                                              "return_token_ids": True, "ignore_eos": True})
-    response = await client.post(path, json=body, headers=endpoint.headers())
+    response = await client.post(path, json=body)
     response.raise_for_status()
     token_ids = response.json()["choices"][0].get("token_ids")
     if token_ids is None:
@@ -35,7 +35,7 @@ async def _generate(
 
 
 async def greedy_probe(endpoint: ServerEndpoint, prompts: list[PromptItem], max_tokens: int) -> dict[str, list[int]]:
-    async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=300) as client:
+    async with endpoint.async_client(300) as client:
         outputs = await asyncio.gather(
             *(_generate(client, endpoint, p, max_tokens, 0.0, 0) for p in prompts)
         )
@@ -54,7 +54,7 @@ async def stochastic_probe(
         async with gate:
             return await _generate(client, endpoint, prompt, tokens_per_sample, temperature, seed)
 
-    async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=300) as client:
+    async with endpoint.async_client(300) as client:
         results = {}
         for prompt in prompts:
             results[prompt.id] = list(await asyncio.gather(*(one(client, prompt, seed) for seed in seeds)))
@@ -75,12 +75,12 @@ async def answer_probe(
     async def one(client: httpx.AsyncClient, prompt: PromptItem) -> str:
         path, request = _request(endpoint, prompt, body | {"max_tokens": prompt.max_tokens or max_tokens})
         async with gate:
-            response = await client.post(path, json=request, headers=endpoint.headers())
+            response = await client.post(path, json=request)
         response.raise_for_status()
         choice = response.json()["choices"][0]
         return str((choice["message"]["content"] if prompt.messages is not None else choice["text"]) or "")
 
-    async with httpx.AsyncClient(base_url=endpoint.base_url, timeout=300) as client:
+    async with endpoint.async_client(300) as client:
         outcomes = await asyncio.gather(*(one(client, p) for p in prompts), return_exceptions=True)
     answers: dict[str, str | None] = {}
     errors: dict[str, str] = {}

@@ -3,7 +3,7 @@
 and where its verdict goes (MLflow, and a Prefect event on ``rollback``)."""
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specfleet.canary import CanaryResult
@@ -129,22 +129,26 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
         max_error_fraction=config.load.max_error_fraction)
 
 
-def _replica(url: str, flag: str, model: str | None, api_key: str | None) -> ServerEndpoint:
+def _replica(url: str, flag: str, model: str | None, api_key: str | None, ca_bundle: Path | None,
+             insecure: bool) -> ServerEndpoint:
+    endpoint = ServerEndpoint.from_url(url, model or "", api_key, ca_bundle=ca_bundle, insecure=insecure, flag=flag)
     if model is not None:
-        endpoint = ServerEndpoint(url, model, api_key)
         check_openai_endpoint(endpoint, flag)
         return endpoint
-    models = served_models(ServerEndpoint(url, "", api_key), flag)
+    models = served_models(endpoint, flag)
     if len(models) != 1:
-        raise InputError(f"{flag} {url}: serves {', '.join(models) or 'no model'}; name one with --model")
-    return ServerEndpoint(url, models[0], api_key)
+        raise InputError(f"{flag} {endpoint.base_url}: serves {', '.join(models) or 'no model'}; name one with --model")
+    return replace(endpoint, model=models[0])
 
 
 def canary_setup(baseline: str, candidate: str, model: str | None, api_key: str | None, prompts: Sequence[str],
                  load: CanaryLoad, from_sweep: str | None, arm: str | None, results_dir: Path,
-                 slo_ttft_ms: float | None, slo_itl_ms: float | None) -> tuple[list[ServerEndpoint], SweepContext]:
-    """Both replicas answer as OpenAI servers, every prompt set reads, the sweep loads: else one line, exit 2."""
-    replicas = [_replica(baseline, "--baseline", model, api_key), _replica(candidate, "--candidate", model, api_key)]
+                 slo_ttft_ms: float | None, slo_itl_ms: float | None, ca_bundle: Path | None = None,
+                 insecure: bool = False) -> tuple[list[ServerEndpoint], SweepContext]:
+    """Both replicas answer as OpenAI servers, every prompt set reads, the sweep loads: else one line,
+    exit 2. Credentials in a replica's URL become its Authorization header (``ServerEndpoint.from_url``)."""
+    replicas = [_replica(baseline, "--baseline", model, api_key, ca_bundle, insecure),
+                _replica(candidate, "--candidate", model, api_key, ca_bundle, insecure)]
     for name in prompts:
         resolve_prompts(name)
     if len({Path(name).stem for name in prompts}) != len(prompts):

@@ -3,7 +3,9 @@
 import httpx
 
 from specfleet.errors import InputError
-from tasks.loadgen.endpoint import ServerEndpoint
+from tasks.loadgen.endpoint import ServerEndpoint, tls_failure
+
+CHECK_TIMEOUT_S = 10.0
 
 
 def check_openai_endpoint(endpoint: ServerEndpoint, flag: str = "--endpoint") -> None:
@@ -17,14 +19,16 @@ def check_openai_endpoint(endpoint: ServerEndpoint, flag: str = "--endpoint") ->
 
 def served_models(endpoint: ServerEndpoint, flag: str = "--endpoint") -> list[str]:
     """The models the server lists at GET /v1/models; a one-line error naming ``flag`` when it is
-    unreachable, refuses the key, or is not an OpenAI-compatible server."""
+    unreachable, its TLS certificate is not trusted, it refuses the credentials, or it is not an
+    OpenAI-compatible server."""
     base_url = endpoint.base_url
     try:
-        response = httpx.get(f"{base_url.rstrip('/')}/v1/models", headers=endpoint.headers(), timeout=10)
+        with endpoint.client(CHECK_TIMEOUT_S) as client:
+            response = client.get("/v1/models")
     except httpx.HTTPError as err:
-        raise InputError(f"{flag} {base_url}: unreachable ({type(err).__name__})") from None
+        raise InputError(f"{flag} {base_url}: {tls_failure(err) or f'unreachable ({type(err).__name__})'}") from None
     if response.status_code in (401, 403):
-        raise InputError(f"{flag} {base_url}: refused the API key (HTTP {response.status_code})")
+        raise InputError(f"{flag} {base_url}: refused the credentials (HTTP {response.status_code})")
     try:
         models = [m["id"] for m in response.json()["data"]]
     except (ValueError, KeyError, TypeError):

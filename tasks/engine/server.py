@@ -23,7 +23,11 @@ from types import TracebackType
 import httpx
 
 from specfleet.server_args import SERVER_MODULE
+from tasks.loadgen.endpoint import ServerEndpoint
 from tasks.plan.versions import engine_distribution
+
+TLS_FLAG = "--ssl-certfile"
+"""vLLM's option for the server's certificate: with it, the server speaks HTTPS only."""
 
 _LIVE: set["ArmServer"] = set()
 _PR_SET_PDEATHSIG = 1
@@ -94,6 +98,7 @@ class ArmServer:
         startup_timeout_s: float,
         stop_grace_s: float = 20.0,
         api_key: str | None = None,
+        ca_bundle: Path | None = None,
     ) -> None:
         self.args = args
         self.env = dict(env)
@@ -103,6 +108,7 @@ class ArmServer:
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
         self.api_key = api_key
+        self.ca_bundle = ca_bundle
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
         self._log_offset = 0
@@ -110,8 +116,13 @@ class ArmServer:
 
     @property
     def base_url(self) -> str:
+        """``https`` when the arguments give vLLM a certificate (``--ssl-certfile``)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if TLS_FLAG in self.args else 'http'}://{host}:{self.port}"
+
+    def endpoint(self, model: str) -> ServerEndpoint:
+        """The server as its clients address it: URL, key, and the CA its certificate is checked with."""
+        return ServerEndpoint(self.base_url, model, self.api_key, ca_bundle=self.ca_bundle)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -122,8 +133,8 @@ class ArmServer:
         finish exiting before it counts as alive."""
         if not self.alive():
             return False
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
+        with contextlib.suppress(httpx.HTTPError), self.endpoint("").client(2.0) as client:
+            if client.get("/health").status_code == 200:
                 return True
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and self.alive():
@@ -165,7 +176,7 @@ class ArmServer:
 
     def _poll_health(self) -> None:
         deadline = self._launched + self.startup_timeout_s
-        with httpx.Client(timeout=2.0) as client:
+        with self.endpoint("").client(2.0) as client:
             while time.monotonic() < deadline:
                 assert self.process is not None
                 code = self.process.poll()
@@ -173,7 +184,7 @@ class ArmServer:
                     what = f"vLLM server exited with code {code} before becoming healthy"
                     raise ArmStartError(start_failure(what, self.log_path, self._log_offset))
                 try:
-                    if client.get(f"{self.base_url}/health").status_code == 200:
+                    if client.get("/health").status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass

@@ -16,7 +16,7 @@ from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
 from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
-from tasks.loadgen.http import ABORT, ENOUGH, MORE, HttpError, StreamClient
+from tasks.loadgen.http import ABORT, CONNECT_TIMEOUT_S, ENOUGH, MORE, HttpError, StreamClient
 from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
 
 ApiRoute = Literal["completions", "chat"]
@@ -27,13 +27,15 @@ HTTP_OK = 200
 
 @dataclass(frozen=True, slots=True)
 class RequestSettings:
-    """What every request of a cell shares besides the server. ``max_tokens`` caps each prompt's own cap."""
+    """What every request of a cell shares besides the server. ``max_tokens`` caps each prompt's own
+    cap; ``timeout_s`` bounds a whole request, ``connect_timeout_s`` a new connection's set-up."""
 
     route: ApiRoute
     max_tokens: int
     ignore_eos: bool
     sampling: SamplingSpec
     timeout_s: float
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
 
     def max_tokens_for(self, item: PromptItem) -> int:
         return min(item.max_tokens, self.max_tokens) if item.max_tokens else self.max_tokens

@@ -101,7 +101,8 @@ async def run_load(
     check_prompts(list(prompts), settings.route)
     request = REQUEST_FUNCS[settings.route]
     pool = load.concurrency if isinstance(load, ClosedLoop) else None
-    client = StreamClient(endpoint.base_url, endpoint.headers())
+    client = StreamClient(endpoint.base_url, endpoint.headers(), ssl_context=endpoint.ssl_context(),
+                          connect_timeout_s=settings.connect_timeout_s)
     try:
 
         def sender(first_index: int) -> Send:

@@ -8,13 +8,17 @@ each read straight to the response's parser: its body goes to the request's sink
 read's arrival stamp, and the request's task wakes once, when the response ends
 (docs/benchmarks.md, "Client capacity").
 
-Covers what a load run needs: ``http``/``https``, a base-URL path prefix, chunked,
-``Content-Length`` and close-delimited bodies, keep-alive, and one retry on a fresh
-connection when a pooled one was closed by the server before any response byte (an idle
-keep-alive timeout). Proxies are never used.
+Covers what a load run needs: ``http``/``https`` (the caller's TLS context, a connect timeout
+that covers the handshake), a base-URL path prefix, chunked, ``Content-Length`` and
+close-delimited bodies, keep-alive. A POST starts a generation, so it is never sent twice: a
+pooled connection is checked before it is written to (closed by the server, bytes nobody asked
+for, idle past ``IDLE_LIMIT_S``: a fresh one is opened instead, as urllib3's
+``is_connection_dropped`` does), and once the request is written every failure is the request's
+error. Proxies are never used.
 """
 
 import asyncio
+import select
 import ssl
 import time
 from collections.abc import Callable
@@ -33,6 +37,11 @@ READ_BUFFER_BYTES = 256 * 1024
 END_WAIT_S = 1.0
 """After a sink has had enough, how long the rest of the response may take to arrive before the
 connection is closed instead of reused (vLLM ends the response right after ``[DONE]``)."""
+CONNECT_TIMEOUT_S = 10.0
+"""How long a new connection (TCP and the TLS handshake) may take, apart from the request's timeout."""
+IDLE_LIMIT_S = 4.0
+"""A pooled connection idle longer than this is closed, not reused: below uvicorn's (vLLM's) 5 s
+keep-alive timeout, so the client does not write into a connection the server is closing."""
 
 
 class HttpError(Exception):
@@ -56,7 +65,8 @@ class Origin:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         tls = parts.scheme == "https"
         port = parts.port or (443 if tls else 80)
-        return cls(host=parts.hostname, port=port, tls=tls, prefix=parts.path.rstrip("/"), host_header=parts.netloc)
+        host_header = parts.netloc.rpartition("@")[2]  # never the URL's credentials
+        return cls(host=parts.hostname, port=port, tls=tls, prefix=parts.path.rstrip("/"), host_header=host_header)
 
 
 class Response:
@@ -64,8 +74,10 @@ class Response:
     status and headers, then the body, undone from its framing and handed to the sink
     ``sink_for(status)`` chose, with the read's arrival stamp. ``finished`` resolves when it is over."""
 
-    def __init__(self, sink_for: Callable[[int], BodySink], finished: "asyncio.Future[None]") -> None:
+    def __init__(self, sink_for: Callable[[int], BodySink], finished: "asyncio.Future[None]",
+                 end_wait_s: float = END_WAIT_S) -> None:
         self.sink_for = sink_for
+        self.end_wait_s = end_wait_s
         self.sink: BodySink | None = None
         self.finished = finished
         self.status = 0
@@ -126,7 +138,7 @@ class Response:
             self._end(reusable=False)
         elif verdict == ENOUGH:
             self._sink_done = True
-            self._end_timer = asyncio.get_running_loop().call_later(END_WAIT_S, self._give_up)
+            self._end_timer = asyncio.get_running_loop().call_later(self.end_wait_s, self._give_up)
 
     def on_message_complete(self) -> None:
         if self.sink is not None:
@@ -155,6 +167,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.response: Response | None = None
         self.lost = False
+        self.idle_since = 0.0
         self._buffer = memoryview(bytearray(READ_BUFFER_BYTES))
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -182,33 +195,41 @@ class _Connection(asyncio.BufferedProtocol):
 
 class StreamClient:
     """Streamed POSTs to one origin over a pool of keep-alive connections (no limit: the load
-    driver bounds how many requests are in flight)."""
+    driver bounds how many requests are in flight). ``ssl_context`` verifies an ``https`` origin
+    (default: the system store)."""
 
-    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str], *, ssl_context: ssl.SSLContext | None = None,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, end_wait_s: float = END_WAIT_S,
+                 idle_limit_s: float = IDLE_LIMIT_S) -> None:
         self.origin = Origin.parse(base_url)
-        self._ssl = ssl.create_default_context() if self.origin.tls else None
+        self._ssl = (ssl_context or ssl.create_default_context()) if self.origin.tls else None
+        self.connect_timeout_s, self.end_wait_s, self.idle_limit_s = connect_timeout_s, end_wait_s, idle_limit_s
         extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         self._head = (f"Host: {self.origin.host_header}\r\nUser-Agent: specfleet\r\nAccept: */*\r\n"
                       f"Content-Type: application/json\r\n{extra}").encode("latin-1")
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
 
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
     async def post(self, path: str, body: bytes, sink_for: Callable[[int], BodySink]) -> Response:
         """POST ``body`` (JSON) to ``path`` under the base URL; the response's body goes, as it
         arrives, to the sink ``sink_for(status)`` gives. Returns the response once it is over
-        (``error`` set when HTTP broke); raises ``HttpError`` when no connection could be made."""
+        (``error`` set when HTTP broke; the request was sent once and is never sent again); raises
+        ``HttpError`` when no connection could be made."""
         request = (f"POST {self.origin.prefix}/{path} HTTP/1.1\r\n".encode("latin-1") + self._head
                    + f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1") + body)
-        connection, reused = await self._connection()
-        response = await self._exchange(connection, request, sink_for)
-        if reused and not response.received and response.error is not None:
-            connection, _ = await self._connection(fresh=True)  # the server had closed the idle connection
-            response = await self._exchange(connection, request, sink_for)
-        return response
+        connection = await self._connection()
+        if connection.lost:  # closed before a byte of the request was written: nothing reached the server
+            self._open.discard(connection)
+            connection = await self._connection(fresh=True)
+        return await self._exchange(connection, request, sink_for)
 
     async def _exchange(self, connection: _Connection, request: bytes,
                         sink_for: Callable[[int], BodySink]) -> Response:
-        response = Response(sink_for, asyncio.get_running_loop().create_future())
+        response = Response(sink_for, asyncio.get_running_loop().create_future(), self.end_wait_s)
         connection.response = response
         assert connection.transport is not None
         connection.transport.write(request)
@@ -219,28 +240,50 @@ class StreamClient:
         finally:
             connection.response = None
             if response.finished.done() and response.reusable and not connection.lost:
+                connection.idle_since = time.monotonic()
                 self._idle.append(connection)
             else:
                 connection.close()
                 self._open.discard(connection)
         return response
 
-    async def _connection(self, fresh: bool = False) -> tuple[_Connection, bool]:
+    def _reusable(self, connection: _Connection) -> bool:
+        """Whether a pooled connection can carry a request: open, idle within the limit, and with
+        nothing to read (a readable idle socket has the server's close or bytes nobody asked for)."""
+        if connection.lost or connection.transport is None or \
+                time.monotonic() - connection.idle_since > self.idle_limit_s:
+            return False
+        sock = connection.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
+
+    async def _connection(self, fresh: bool = False) -> _Connection:
         while self._idle and not fresh:
             connection = self._idle.pop()
-            if not connection.lost:
-                return connection, True
+            if self._reusable(connection):
+                return connection
+            connection.close()
             self._open.discard(connection)
         loop = asyncio.get_running_loop()
         origin = self.origin
         try:
-            _, connection = await loop.create_connection(
-                _Connection, origin.host, origin.port, ssl=self._ssl,
-                server_hostname=origin.host if self._ssl else None)
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, connection = await loop.create_connection(
+                    _Connection, origin.host, origin.port, ssl=self._ssl,
+                    server_hostname=origin.host if self._ssl else None)
+        except TimeoutError:
+            raise HttpError(f"cannot connect to {origin.host_header}: no connection within "
+                            f"{self.connect_timeout_s:g} s (the connect timeout)") from None
+        except ssl.SSLCertVerificationError as err:
+            raise HttpError(f"cannot connect to {origin.host_header}: TLS certificate not trusted "
+                            f"({err.verify_message})") from err
         except OSError as err:
             raise HttpError(f"cannot connect to {origin.host_header}: {type(err).__name__}: {err}") from err
         self._open.add(connection)
-        return connection, False
+        return connection
 
     async def aclose(self) -> None:
         """Close every connection, and let the event loop finish closing them."""

@@ -6,7 +6,9 @@ Timing is not tested here beyond read order; the lead's tests run real vLLM.
 
 import asyncio
 import json
+import time
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -23,18 +25,20 @@ from tasks.loadgen import (
     poisson_offsets_ns,
     run_load,
 )
+from tasks.loadgen.http import _Connection
 from tests.unit.tasks.test_loadgen_sse import CHAT_STREAM, COMPLETION_STREAM
 
 PROMPTS = [PromptItem(id=f"p{i}", prompt=f"prompt {i}", max_tokens=3 if i == 1 else None) for i in range(3)]
 MODEL = "tiny"
 SETTINGS = RequestSettings(route="completions", max_tokens=5, ignore_eos=True, sampling=SamplingSpec(), timeout_s=5.0)
-READ_GAP_S = 0.1
 
 
 class Recorder:
     """A loopback server that answers every request with a canned stream and remembers what was
-    sent. A 200 stream goes out chunked, one write per piece of ``pieces`` (split points), the
-    pieces ``READ_GAP_S`` apart so that each arrives in its own read; ``stall_s`` waits first."""
+    sent. A 200 stream goes out chunked, one write per piece of ``pieces`` (split points), each
+    piece written only once the client's connection has taken a read since the last (the test's
+    signal: ``_Connection.buffer_updated`` wrapped), so that each arrives in its own read; the
+    time each piece after the first was written is in ``written_ns``. ``stall_s`` waits first."""
 
     def __init__(self, stream: bytes = COMPLETION_STREAM, status: int = 200, pieces: tuple[int, ...] = (),
                  stall_s: float = 0.0) -> None:
@@ -42,16 +46,30 @@ class Recorder:
         self.paths: list[str] = []
         self.bodies: list[dict[str, object]] = []
         self.headers: list[dict[str, str]] = []
+        self.written_ns: list[int] = []
+        self._reads = 0
+        self._read: asyncio.Event | None = None
 
     def run(self, *args: Any, prefix: str = "", api_key: str | None = None, **kwargs: Any) -> LoadResult:
         """``run_load(endpoint, *args, **kwargs)`` against this server, ``prefix`` after its address."""
         async def main() -> LoadResult:
+            self._read = asyncio.Event()
             server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
             port = server.sockets[0].getsockname()[1]
             async with server:
                 endpoint = ServerEndpoint(f"http://127.0.0.1:{port}{prefix}", MODEL, api_key)
                 return await run_load(endpoint, *args, **kwargs)
-        return asyncio.run(main())
+
+        original = _Connection.buffer_updated
+
+        def signalling(connection: _Connection, nbytes: int) -> None:
+            original(connection, nbytes)
+            self._reads += 1
+            if self._read is not None:
+                self._read.set()
+
+        with mock.patch.object(_Connection, "buffer_updated", signalling):
+            return asyncio.run(main())
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -78,12 +96,18 @@ class Recorder:
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         ends = [*self.pieces, len(self.stream)]
+        reads_before = self._reads
         for start, end in zip([0, *self.pieces], ends, strict=True):
+            while start and self._reads == reads_before:  # the client has not read the last piece yet
+                assert self._read is not None
+                self._read.clear()
+                await self._read.wait()
+            if start:
+                self.written_ns.append(time.perf_counter_ns())
+            reads_before = self._reads
             piece = self.stream[start:end]
             writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             await writer.drain()
-            if end != ends[-1]:
-                await asyncio.sleep(READ_GAP_S)
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
@@ -201,8 +225,8 @@ def test_events_split_across_reads_take_the_arrival_of_the_read_that_completes_t
     recorder = Recorder(pieces=(first_end - 40, first_end + 3))
     record = recorder.run(PROMPTS, SETTINGS, ClosedLoop(1), requests=1, warmup_requests=0).records[0]
     assert (record.error, record.chunk_tokens, record.text) == (None, (1, 3, 1), " The cat sat down")
-    assert record.chunk_ns[0] < record.chunk_ns[1] == record.chunk_ns[2]
-    assert record.chunk_ns[1] - record.chunk_ns[0] >= READ_GAP_S * 1e9 / 2
+    second_write_ns, third_write_ns = recorder.written_ns
+    assert second_write_ns < record.chunk_ns[0] < third_write_ns < record.chunk_ns[1] == record.chunk_ns[2]
 
 
 @pytest.mark.parametrize(

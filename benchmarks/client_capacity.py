@@ -20,9 +20,12 @@ CPU per token is (CPU of a large run - CPU of a one-round run) / (their token di
 start-up cancels (vLLM's import alone is seconds); the large run streams at least
 ``--large-tokens`` tokens. Each pair is run ``--runs`` times, interleaved.
 
-ITL accuracy: the server paces each stream at 10 ms per token, one event per write (the
-``1 event/write`` mode, paced), and logs the CLOCK_MONOTONIC time of every write; each
-client's per-chunk ITL p99 is compared with the p99 of the server's own send gaps.
+ITL accuracy: a server paces each stream at 10 ms per token, one event per write, and logs the
+CLOCK_MONOTONIC time of every write; each client's per-chunk ITL p99 is compared with the p99
+of the server's own send gaps. Two independently written pacing servers: the synthetic server
+(asyncio streams, its own chunk framing) and ``benchmarks/aiohttp_stream_server.py`` (a plain
+aiohttp application, ``StreamResponse`` chunked encoding), so the accuracy is not one server's
+write pattern's; the goal is an error no larger than vLLM's client's on each.
 
 A client that cannot run gets null figures and its reason, never a number.
 
@@ -53,6 +56,7 @@ from specfleet.metrics import NS_PER_MS
 HERE = Path(__file__).parent
 ROOT = HERE.parent
 SERVER = HERE / "synthetic_stream_server.py"
+AIOHTTP_SERVER = HERE / "aiohttp_stream_server.py"
 CLIENTS = HERE / "clients.py"
 MEASURE = "specfleet measure"
 CLIENT_NAMES = (MEASURE, "run_load", "vllm")
@@ -62,24 +66,29 @@ SERVER_MODES = {
 }
 """Server mode: the synthetic server's options (unpaced: a write per stream per step)."""
 PACED_MODE = "1 event/write, 10 ms/token"
+PACED_MS_PER_TOKEN = 10.0
+PACING_SERVERS = {
+    "synthetic": (SERVER, ("--ms-per-token", str(PACED_MS_PER_TOKEN), "--tokens-per-chunk", "1")),
+    "aiohttp": (AIOHTTP_SERVER, ("--ms-per-token", str(PACED_MS_PER_TOKEN))),
+}
+"""Pacing server: its script and options."""
 TOKENS_PER_STREAM = 128
 PACED_STREAMS = (64, 256)
 PACED_TOKENS = 100
-PACED_MS_PER_TOKEN = 10.0
 GOAL_RATIO = 1 / 1.5
 RUN_TIMEOUT_S = 300.0
 OPEN_FILES = 4096
 
 
 @contextmanager
-def synthetic_server(*options: str) -> Iterator[str]:
-    """Start the server on a free loopback port; yield its base URL; always stop it."""
-    process = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", *options],
+def stream_server(script: Path, *options: str) -> Iterator[str]:
+    """Start a benchmark server on a free loopback port; yield its base URL; always stop it."""
+    process = subprocess.Popen([sys.executable, str(script), "--port", "0", *options],
                                stdout=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline() if process.stdout else ""
         if not line.startswith("listening on "):
-            raise RuntimeError(f"synthetic server did not start (said {line!r})")
+            raise RuntimeError(f"{script.name} did not start (said {line!r})")
         yield "http://" + line.removeprefix("listening on ").strip()
     finally:
         process.terminate()
@@ -257,6 +266,23 @@ def verdict(measure: Sequence[float | None], vllm: Sequence[float | None]) -> st
     return f"missed in {len(missed)} of {len(ratios)} runs: measure / vLLM = {shown} (goal <= {GOAL_RATIO:.3f})"
 
 
+def accuracy_verdict(measure: Sequence[float | None], vllm: Sequence[float | None]) -> str:
+    """Whether ``specfleet measure``'s ITL p99 error is no larger than vLLM's client's (by size: a
+    client may read gaps longer or shorter than the server wrote), on the median over the runs:
+    the clients run one after the other, so a run where the shared machine stalled one of them
+    (the server's own gaps show it) is one run, not the verdict. The runs that were worse are
+    named, with by how much."""
+    pairs = list(zip(measure, vllm, strict=True))
+    if not pairs or any(m is None or v is None for m, v in pairs):
+        return "not measured (a client failed)"
+    sizes = [(abs(m), abs(v)) for m, v in pairs if m is not None and v is not None]
+    median_m, median_v = float(np.median([m for m, _ in sizes])), float(np.median([v for _, v in sizes]))
+    worse = [m - v for m, v in sizes if m > v]
+    runs = f"worse in {len(worse)} of {len(sizes)} runs" + (f", by up to {max(worse):.2f} ms" if worse else "")
+    met = "met" if median_m <= median_v else f"missed by {median_m - median_v:.2f} ms"
+    return f"{met}: median |error| p99 {median_m:.2f} ms against vLLM's {median_v:.2f} ms ({runs})"
+
+
 def capacity_table(rows: dict[str, dict[str, list[Capacity]]], streams: int) -> Table:
     table = Table(title=f"CPU per streamed token: {streams} streams, {TOKENS_PER_STREAM} tokens each, "
                         "1 token per event; large run - one-round run")
@@ -272,14 +298,15 @@ def capacity_table(rows: dict[str, dict[str, list[Capacity]]], streams: int) -> 
     return table
 
 
-def accuracy_table(rows: dict[int, dict[str, list[Accuracy]]]) -> Table:
+def accuracy_table(rows: dict[tuple[str, int], dict[str, list[Accuracy]]]) -> Table:
     table = Table(title=f"ITL p99 at {PACED_MS_PER_TOKEN:g} ms pacing ({PACED_MODE}, {PACED_TOKENS} tokens per "
                         "stream); error = client ITL p99 - server send-gap p99")
-    for column in ("streams", "client", "server gap p99 ms (each run)", "client ITL p99 ms", "error p99 ms"):
+    for column in ("pacing server", "streams", "client", "server gap p99 ms (each run)", "client ITL p99 ms",
+                   "error p99 ms"):
         table.add_column(column, justify="right")
-    for streams, by_client in rows.items():
+    for (server, streams), by_client in rows.items():
         for client, runs in by_client.items():
-            table.add_row(str(streams), client, " / ".join(f"{a.server_p99_ms:.2f}" for a in runs),
+            table.add_row(server, str(streams), client, " / ".join(f"{a.server_p99_ms:.2f}" for a in runs),
                           " / ".join(_num(a.client_p99_ms, ".2f") for a in runs),
                           " / ".join(_num(a.error_p99_ms, "+.2f") for a in runs))
     return table
@@ -291,29 +318,34 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--large-tokens", type=int, default=1_000_000, help="tokens in the large run, at least")
     parser.add_argument("--runs", type=int, default=2, help="small/large pairs per client and mode")
     parser.add_argument("--clients", nargs="+", default=list(CLIENT_NAMES), choices=CLIENT_NAMES)
-    parser.add_argument("--modes", nargs="+", default=list(SERVER_MODES), choices=list(SERVER_MODES))
+    parser.add_argument("--modes", nargs="*", default=list(SERVER_MODES), choices=list(SERVER_MODES),
+                        help="unpaced server modes; none: the ITL accuracy runs only")
     parser.add_argument("--no-paced", action="store_true", help="skip the ITL accuracy runs")
+    parser.add_argument("--pacing-servers", nargs="+", default=list(PACING_SERVERS), choices=list(PACING_SERVERS))
     args = parser.parse_args(argv)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < OPEN_FILES:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(OPEN_FILES, hard), hard))  # inherited by the clients
     console = Console(width=160)
     unpaced: dict[str, dict[str, list[Capacity]]] = {m: {c: [] for c in args.clients} for m in args.modes}
-    paced: dict[int, dict[str, list[Accuracy]]] = {s: {c: [] for c in args.clients} for s in PACED_STREAMS}
+    paced: dict[tuple[str, int], dict[str, list[Accuracy]]] = {
+        (server, s): {c: [] for c in args.clients} for server in args.pacing_servers for s in PACED_STREAMS}
     with tempfile.TemporaryDirectory() as scratch_dir:
         scratch = Path(scratch_dir)
         prepare(scratch, max(PACED_STREAMS))
         for _ in range(args.runs):
             for mode in args.modes:
-                with synthetic_server("--ms-per-token", "0", *SERVER_MODES[mode]) as url:
+                with stream_server(SERVER, "--ms-per-token", "0", *SERVER_MODES[mode]) as url:
                     for client in args.clients:
                         unpaced[mode][client].append(capacity(client, url, args.streams, args.large_tokens, scratch))
             if args.no_paced:
                 continue
-            with synthetic_server("--ms-per-token", str(PACED_MS_PER_TOKEN), "--tokens-per-chunk", "1") as url:
-                for streams in PACED_STREAMS:
-                    for client in args.clients:
-                        paced[streams][client].append(accuracy(client, url, streams, scratch))
+            for server in args.pacing_servers:
+                script, options = PACING_SERVERS[server]
+                with stream_server(script, *options) as url:
+                    for streams in PACED_STREAMS:
+                        for client in args.clients:
+                            paced[server, streams][client].append(accuracy(client, url, streams, scratch))
     console.print(capacity_table(unpaced, args.streams))
     if MEASURE in args.clients and "vllm" in args.clients:
         for mode, by_client in unpaced.items():
@@ -321,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                 [c.cpu_us_per_token for c in by_client["vllm"]]))
     if not args.no_paced:
         console.print(accuracy_table(paced))
+        if MEASURE in args.clients and "vllm" in args.clients:
+            for (server, streams), accuracies in paced.items():
+                console.print(f"ITL p99 error, {server} server, {streams} streams: " + accuracy_verdict(
+                    [a.error_p99_ms for a in accuracies[MEASURE]], [a.error_p99_ms for a in accuracies["vllm"]]))
     errors = {c.error for row in unpaced.values() for runs in row.values() for c in runs if c.error}
     errors |= {a.error for row in paced.values() for runs in row.values() for a in runs if a.error}
     for error in sorted(errors):

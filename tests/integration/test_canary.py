@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytes
 
 LOAD = ["--prompts", "code", "--concurrency", "2", "--requests", "12", "--warmup", "1", "--max-tokens", "16"]
 """The reference sweep's class and load (code at concurrency 2, 16 tokens), so its noise floor applies."""
+URL_SECRET = "canary-url-pw-5d2e"
 
 
 def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: str,
@@ -61,9 +62,16 @@ def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
 def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_server: IdleServers) -> None:
     """Nothing beyond the noise; and where the reference sweep adopted an arm (it may, run to run),
     its break-even applies to the candidate by default, which one token per step misses: rollback,
-    rightly, for a candidate meant to speculate."""
+    rightly, for a candidate meant to speculate. The twin is named with credentials in its URL
+    (vLLM without --api-key ignores them): they reach neither the output, the stored canary, nor MLflow."""
     twin = idle_server.variant("baseline", "baseline-twin", {})
-    code, result = _canary(reference, idle_server("baseline").base_url, twin.base_url)
+    before = {r.info.run_id for r in reference.runs("canary")}
+    code, result = _canary(reference, idle_server("baseline").base_url,
+                           twin.base_url.replace("http://", f"http://ops:{URL_SECRET}@"))
+    (run,) = [r for r in reference.runs("canary") if r.info.run_id not in before]
+    assert run.data.params["candidate"] == twin.base_url and URL_SECRET not in json.dumps(result)
+    canary_dirs = sorted(reference.results.glob("canary-*"), key=lambda p: p.stat().st_mtime)
+    assert not [p for p in canary_dirs[-1].rglob("*") if p.is_file() and URL_SECRET.encode() in p.read_bytes()]
     (row,) = result["classes"]
     assert [f for f in row["findings"] if "break-even" not in f] == [], result["reason"]
     break_even = row["break_even_acceptance"]

@@ -3,7 +3,7 @@ goal verdict, and ``specfleet measure --json`` read as the other clients' figure
 
 import pytest
 
-from benchmarks.client_capacity import Run, cpu_us_per_token, measure_figures, verdict
+from benchmarks.client_capacity import Run, accuracy_verdict, cpu_us_per_token, measure_figures, verdict
 
 
 def test_cpu_per_token_is_the_difference_of_two_runs() -> None:
@@ -16,6 +16,14 @@ def test_verdict_names_each_run_against_the_goal() -> None:
     assert verdict([4.0, 5.0], [9.0, 8.0]).startswith("met: measure / vLLM = 0.44, 0.62")
     assert verdict([4.0, 6.0], [9.0, 8.0]).startswith("missed in 1 of 2 runs: measure / vLLM = 0.44, 0.75")
     assert verdict([4.0, None], [9.0, 8.0]) == "not measured (a client failed)"
+
+
+def test_accuracy_verdict_compares_the_median_size_of_the_errors_and_names_the_worse_runs() -> None:
+    assert accuracy_verdict([0.5, -0.2, 0.5], [3.6, 0.6, -0.4]) == (
+        "met: median |error| p99 0.50 ms against vLLM's 0.60 ms (worse in 1 of 3 runs, by up to 0.10 ms)")
+    assert accuracy_verdict([0.5, -0.9], [0.1, 0.2]) == (
+        "missed by 0.55 ms: median |error| p99 0.70 ms against vLLM's 0.15 ms (worse in 2 of 2 runs, by up to 0.70 ms)")
+    assert accuracy_verdict([0.5, None], [3.6, 0.1]) == "not measured (a client failed)"
 
 
 def _measure_json(reasons: list[str]) -> dict[str, object]:

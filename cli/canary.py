@@ -61,6 +61,9 @@ def canary(
         result, canary_dir = run_canary(replicas, prompts, load, context, results_dir)
         params = {"baseline": replicas[0].base_url, "candidate": replicas[1].base_url, "prompts": ",".join(prompts),
                   "requests": str(requests), "load": f"c{concurrency}" if concurrency else f"r{rate}"}
+        tls = next((r.tls_verification for r in replicas if r.tls_verification), None)
+        if tls is not None:
+            params["tls_verification"] = tls
         notes = [*publish(result, canary_dir, context.experiment, tracking_uri, params),
                  *emit_rollback(result, canary_dir)]
     for note in [*context.notes, *notes]:

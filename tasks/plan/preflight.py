@@ -6,6 +6,7 @@ from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
+from tasks.loadgen.endpoint import ServerEndpoint
 from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir, looks_local
 from tasks.plan.prompt_sets import load_prompt_class
@@ -74,11 +75,17 @@ def model_fields(config: SweepConfig) -> list[tuple[str, str]]:
 
 def check_inputs(config_path: Path) -> SweepConfig:
     """What can be wrong with the input, checked before Prefect, Ray or an engine starts: the
-    config, every prompt file, every local model path. Raises ``InputError`` naming the field."""
+    config, every prompt file, every local model path, the CA bundle. Raises ``InputError``
+    naming the field."""
     config = load_sweep_config(config_path)
     for spec in config.prompt_classes:
         load_prompt_class(spec, config_base_dir(config_path))
     for field, name in model_fields(config):
         if not name.startswith(FIXTURE_PREFIX) and looks_local(name) and not Path(name).expanduser().exists():
             raise InputError(f"{config_path}: {field}: {name!r} does not exist (expected a model directory or hub id)")
+    if config.engine.ca_bundle is not None:
+        try:
+            ServerEndpoint("https://arm", "", ca_bundle=Path(config.engine.ca_bundle)).ssl_context()
+        except InputError as err:
+            raise InputError(f"{config_path}: engine.ca_bundle: {str(err).removeprefix('--ca-bundle ')}") from None
     return config

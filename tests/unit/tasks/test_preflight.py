@@ -3,8 +3,11 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from specfleet.contract import parse_sweep_config
-from tasks.plan.preflight import tokenizer_warnings, vocabulary
+from specfleet.errors import InputError
+from tasks.plan.preflight import check_inputs, tokenizer_warnings, vocabulary
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -40,3 +43,16 @@ def test_same_vocabulary_is_quiet(tmp_path: Path) -> None:
 
 def test_unreadable_tokenizer_is_not_guessed(tmp_path: Path) -> None:
     assert vocabulary(tmp_path) is None
+
+
+def test_a_ca_bundle_that_is_missing_or_not_pem_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    config = tmp_path / "demo.yaml"
+    text = (ROOT / "configs" / "demo-cpu.yaml").read_text().replace(
+        "engine:\n", f"engine:\n  ca_bundle: {tmp_path / 'ca.pem'}\n", 1)
+    assert "ca_bundle" in text
+    config.write_text(text)
+    with pytest.raises(InputError, match=rf"^{config}: engine\.ca_bundle: {tmp_path / 'ca.pem'}: no such file$"):
+        check_inputs(config)
+    (tmp_path / "ca.pem").write_text("not a certificate\n")
+    with pytest.raises(InputError, match=r"engine\.ca_bundle: .*ca\.pem: not a PEM certificate bundle"):
+        check_inputs(config)

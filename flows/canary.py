@@ -50,7 +50,9 @@ def canary_probe_flow(prompts: list[str], baseline_url: str | None = None, candi
                       concurrency: int = 1, requests: int = 16, max_tokens: int = 64,
                       from_sweep: str | None = None, results_dir: str = DEFAULT_RESULTS_DIR) -> CanaryResult:
     """A canary of ``requests`` per class; the replicas' URLs default to the worker's
-    ``SPECFLEET_CANARY_BASELINE_URL`` and ``SPECFLEET_CANARY_CANDIDATE_URL``."""
+    ``SPECFLEET_CANARY_BASELINE_URL`` and ``SPECFLEET_CANARY_CANDIDATE_URL``. Credentials in a URL
+    become its Authorization header and stay out of MLflow, but Prefect stores a flow run's
+    parameters: a URL with credentials belongs in those variables, not in ``baseline_url``."""
     baseline = baseline_url or os.environ.get(BASELINE_URL_ENV)
     candidate = candidate_url or os.environ.get(CANDIDATE_URL_ENV)
     if not baseline or not candidate:

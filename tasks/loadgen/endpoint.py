@@ -6,7 +6,7 @@ import base64
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
@@ -40,6 +40,10 @@ class ServerEndpoint:
         clean = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InputError(f"{flag} {clean}: not an http(s) URL")
+        try:
+            parts.port  # noqa: B018 (urllib checks the port when it is read)
+        except ValueError as err:
+            raise InputError(f"{flag} {clean}: {err}") from None
         basic = None
         if parts.username is not None or parts.password is not None:
             if api_key is not None:
@@ -72,32 +76,39 @@ class ServerEndpoint:
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context every client of this endpoint uses; None over plain HTTP."""
-        if not self.tls:
-            return None
-        if self.insecure:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-            return context
-        if self.ca_bundle is None:
-            return ssl.create_default_context()
-        try:
-            return ssl.create_default_context(cafile=str(self.ca_bundle))
-        except FileNotFoundError:
-            raise InputError(f"--ca-bundle {self.ca_bundle}: no such file") from None
-        except (ssl.SSLError, OSError) as err:
-            raise InputError(f"--ca-bundle {self.ca_bundle}: not a PEM certificate bundle ({err})") from None
+        return verifying_context(self.ca_bundle, self.insecure) if self.tls else None
 
     def async_client(self, timeout_s: float) -> httpx.AsyncClient:
         """An httpx client for this endpoint's side requests (probes, /metrics): its base URL,
         credentials and TLS verification; environment proxies ignored, as the load client ignores them."""
-        return httpx.AsyncClient(base_url=self.base_url, headers=self.headers(), timeout=timeout_s,
-                                 verify=self.ssl_context() or True, trust_env=False)
+        return httpx.AsyncClient(**self._httpx_settings(timeout_s))
 
     def client(self, timeout_s: float) -> httpx.Client:
         """The synchronous counterpart of ``async_client``."""
-        return httpx.Client(base_url=self.base_url, headers=self.headers(), timeout=timeout_s,
-                            verify=self.ssl_context() or True, trust_env=False)
+        return httpx.Client(**self._httpx_settings(timeout_s))
+
+    def _httpx_settings(self, timeout_s: float) -> dict[str, Any]:
+        return {"base_url": self.base_url, "headers": self.headers(), "timeout": timeout_s,
+                "verify": self.ssl_context() or True, "trust_env": False}
+
+
+def verifying_context(ca_bundle: Path | None, insecure: bool = False,
+                      field: str = "--ca-bundle") -> ssl.SSLContext:
+    """A client TLS context: the system store, ``ca_bundle`` alone, or no verification. A bundle
+    that is missing or not PEM is one line naming ``field`` (the flag, or the config's field)."""
+    if insecure:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if ca_bundle is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=str(ca_bundle))
+    except FileNotFoundError:
+        raise InputError(f"{field} {ca_bundle}: no such file") from None
+    except (ssl.SSLError, OSError) as err:
+        raise InputError(f"{field} {ca_bundle}: not a PEM certificate bundle ({err})") from None
 
 
 def tls_failure(err: BaseException) -> str | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
-from tasks.loadgen.endpoint import ServerEndpoint
+from tasks.loadgen.endpoint import verifying_context
 from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir, looks_local
 from tasks.plan.prompt_sets import load_prompt_class
@@ -84,8 +84,5 @@ def check_inputs(config_path: Path) -> SweepConfig:
         if not name.startswith(FIXTURE_PREFIX) and looks_local(name) and not Path(name).expanduser().exists():
             raise InputError(f"{config_path}: {field}: {name!r} does not exist (expected a model directory or hub id)")
     if config.engine.ca_bundle is not None:
-        try:
-            ServerEndpoint("https://arm", "", ca_bundle=Path(config.engine.ca_bundle)).ssl_context()
-        except InputError as err:
-            raise InputError(f"{config_path}: engine.ca_bundle: {str(err).removeprefix('--ca-bundle ')}") from None
+        verifying_context(Path(config.engine.ca_bundle), field=f"{config_path}: engine.ca_bundle:")
     return config

@@ -27,10 +27,7 @@ from specfleet.errors import InputError
 from specfleet.results import CellResult, RequestRecord
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper, Precision, RequestStats, precision
-from tasks.plan.config import load_sweep_config
-from tasks.plan.sweep_plan import SWEEP_FILE
-from tasks.store.parquet import read_records_parquet
-from tasks.store.results import ResultsStore
+from tasks.store.sweep import SWEEP_FILE, StoredSweep
 
 EXACT = 1e-9
 """The target when every cell's intervals have zero width (identical requests): any positive one is met."""
@@ -86,11 +83,10 @@ def newest_sweep(path: Path) -> Path | None:
 
 
 def load_sweep(sweep_dir: Path) -> tuple[SweepConfig, list[tuple[CellResult, list[RequestRecord]]]]:
-    """The sweep's contract (from the config file it recorded) and its usable cells with records."""
-    store = ResultsStore(sweep_dir.parent, sweep_dir.name)
-    config = load_sweep_config(Path(str((store.read_json(SWEEP_FILE) or {}).get("config", ""))))
-    return config, [(cell, read_records_parquet(store.dir / cell.records_file)) for cell in store.cells()
-                    if cell.usable and cell.records_file and (store.dir / cell.records_file).is_file()]
+    """The sweep's contract (as it ran) and its usable cells with records."""
+    sweep = StoredSweep(sweep_dir)
+    records = sweep.usable_records
+    return sweep.config, [(cell, records[cell.key]) for cell in sweep.cells if cell.key in records]
 
 
 def _pct(value: float | None) -> str:

@@ -65,7 +65,7 @@ from specfleet.stats.variance import RunNoise, estimate_noise
 from specfleet.traffic import cell_token_shares, effective_mix
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import Phase, planned_cells
-from tasks.report.load import load_report_data
+from tasks.store.sweep import StoredSweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"demo": ROOT / "configs" / "demo-cpu.yaml", "nightly": ROOT / "configs" / "llama70b-h200-nightly.yaml"}
@@ -142,7 +142,7 @@ def real_noise(sweep_dirs: Sequence[Path]) -> RealNoise:
     baseline: dict[tuple[str, float], list[PoolCell]] = defaultdict(list)
     offsets: dict[Metric, list[float]] = {m: [] for m in METRICS}
     for sweep_dir in sweep_dirs:
-        data = load_report_data(sweep_dir)
+        data = StoredSweep(sweep_dir)
         ends: dict[ConfigKey, dict[str, tuple[RunValue | None, RunValue | None]]] = defaultdict(dict)
         for cell in data.cells:
             if not cell.usable or cell.key not in data.records:
@@ -152,9 +152,9 @@ def real_noise(sweep_dirs: Sequence[Path]) -> RealNoise:
             rate, gaps = rate_run(sample, key), percentile_run(sample, key, data.config.slo.percentile)
             for metric, run in zip(METRICS, (rate, gaps), strict=True):
                 if run is not None:
-                    runs[metric].append(_unique(run, data.sweep_id))
+                    runs[metric].append(_unique(run, data.id))
             if cell.identity.method == "baseline" and rate is not None:
-                baseline[(key[0], key[2])].append(PoolCell(f"{data.sweep_id}: {cell.identity.label}", key, sample,
+                baseline[(key[0], key[2])].append(PoolCell(f"{data.id}: {cell.identity.label}", key, sample,
                                                            gaps.log_value if gaps else None))
                 ends[key][cell.identity.phase] = (rate, gaps)
         for phases in ends.values():

@@ -62,7 +62,7 @@ from specfleet.perfmodel.accuracy import (
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.noise import baseline_noise, noise_for
 from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup
-from tasks.report.load import find_sweep_dir, load_report_data
+from tasks.store.sweep import StoredSweep
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO_ROOT / "benchmarks" / "configs" / "perfmodel-dense.yaml"
@@ -610,9 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code == FAILED_CELLS_EXIT:
             print(f"sweep {sweep}: some cells failed (exit 3); using what was measured", flush=True)
     try:
-        sweep_dir = find_sweep_dir(sweep, args.results_dir)
-        data = load_report_data(sweep_dir)
-        return report(data.sweep_id, sweep_dir, data.config, data.cells, data.records, fit, args.requests, console)
+        data = StoredSweep.find(sweep, args.results_dir)
+        return report(data.id, data.dir, data.config, data.cells, data.records, fit, args.requests, console)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -31,7 +31,7 @@ from specfleet.contract import CellIdentity
 from specfleet.errors import InputError
 from specfleet.perfmodel import PredictionQuery, calibrate, predict
 from specfleet.results import CellResult
-from tasks.report.load import ReportData, find_sweep_dir, load_report_data
+from tasks.store.sweep import StoredSweep
 
 FIGURES = ("output_tokens_per_s", "qualified_tokens_per_s", "tpot_p50", "ttft_p50", "itl_p50")
 Config = tuple[str, str, str, float, str]
@@ -74,10 +74,10 @@ def _nearest(cells: Sequence[CellResult], target: CellResult,
                default=None)
 
 
-def _hold(data: ReportData, scheme: str, target: CellResult, keep: Callable[[CellIdentity], bool],
+def _hold(data: StoredSweep, scheme: str, target: CellResult, keep: Callable[[CellIdentity], bool],
           requests: int) -> Held:
     t = target.identity
-    cal = calibrate(data.sweep_id, data.config, data.cells, data.records, keep=keep, seed=data.config.analysis.seed)
+    cal = calibrate(data.id, data.config, data.cells, data.records, keep=keep, seed=data.config.analysis.seed)
     spec_name = next(a.name for a in data.config.arms if a.method == t.method and (t.k is None or t.k in a.k))
     got = predict(cal, PredictionQuery(
         arm=spec_name, k=t.k, prompt_class=t.prompt_class, sampling=t.sampling,
@@ -99,7 +99,7 @@ def _hold(data: ReportData, scheme: str, target: CellResult, keep: Callable[[Cel
     )
 
 
-def holdouts(data: ReportData, schemes: Sequence[str], requests: int, console: Console) -> list[Held]:
+def holdouts(data: StoredSweep, schemes: Sequence[str], requests: int, console: Console) -> list[Held]:
     """Every usable cell held out in each scheme; one the rest cannot predict (for example the
     arm's only usable cell on its class, so no acceptance is left) is named and skipped."""
     usable = [c for c in data.cells if c.usable and c.key in data.records]
@@ -173,12 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(width=200)
     try:
-        data = load_report_data(find_sweep_dir(args.sweep, args.results_dir))
+        data = StoredSweep.find(args.sweep, args.results_dir)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     schemes = ("cell", "load") if args.scheme == "both" else (args.scheme,)
-    console.print(f"sweep {data.sweep_id}: {sum(c.usable for c in data.cells)} usable cells of {len(data.cells)}")
+    console.print(f"sweep {data.id}: {sum(c.usable for c in data.cells)} usable cells of {len(data.cells)}")
     report(holdouts(data, schemes, args.requests, console), console)
     return 0
 

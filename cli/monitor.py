@@ -30,13 +30,14 @@ def rules(
     break-even, or below its own figure by more than its noise floor, per load bucket."""
     from specfleet.durations import parse_duration_s
     from tasks.monitor.rules import rules_yaml, sweep_basis, write_rules
+    from tasks.store.sweep import StoredSweep
 
     with exit_on_error():
         try:
             window_s = parse_duration_s(window)
         except ValueError as err:
             raise InputError(f"--window: {err}") from None
-        basis, notes = sweep_basis(sweep, results_dir, arm)
+        basis, notes = sweep_basis(StoredSweep.find(sweep, results_dir).report_data(), arm)
         text = rules_yaml(basis, window_s, model, notes)
         if out is not None:
             write_rules(out, text)

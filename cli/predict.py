@@ -27,15 +27,15 @@ def predict(
     it extrapolates. Predicted, never measured: no decision reads it."""
     from specfleet.perfmodel import PredictionQuery, calibrate
     from specfleet.perfmodel import predict as run_predict
-    from tasks.report.load import find_sweep_dir, load_report_data
+    from tasks.store.sweep import StoredSweep
 
     with exit_on_error():
         if (concurrency is None) == (rate is None):
             raise InputError("give exactly one of --concurrency or --rate")
         if rate is not None and not rate > 0:
             raise InputError(f"--rate must be positive (got {rate})")
-        data = load_report_data(find_sweep_dir(sweep, results_dir))
-        calibration = calibrate(data.sweep_id, data.config, data.cells, data.records, seed=data.config.analysis.seed)
+        data = StoredSweep.find(sweep, results_dir)
+        calibration = calibrate(data.id, data.config, data.cells, data.records, seed=data.config.analysis.seed)
         prediction = run_predict(calibration, PredictionQuery(
             arm=arm, prompt_class=prompt_class, k=k, concurrency=concurrency, rate_per_s=rate, sampling=sampling,
             requests=requests, seed=data.config.analysis.seed))

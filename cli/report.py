@@ -28,16 +28,16 @@ def report(
     """Write the sweep's report (decision, heat maps, latency, acceptance, KV, energy, model vs
     measured, negative cells, equivalence, contract) and log it to the sweep's MLflow run."""
     from tasks.report.content import build_content
-    from tasks.report.load import find_sweep_dir, load_report_data
     from tasks.report.publish import log_to_sweep_run, write_report
+    from tasks.store.sweep import StoredSweep
     from tasks.tracking.runs import tracking_uri as resolve_uri
     from tasks.tracking.runs import use_short_http_retries
 
     with exit_on_error():
-        folder = find_sweep_dir(sweep, results_dir)
-        other = load_report_data(find_sweep_dir(against, results_dir)) if against else None
-        data = load_report_data(folder)
-        files = write_report(build_content(data, draft_cost_ratio, other), out or folder / "report")
+        stored = StoredSweep.find(sweep, results_dir)
+        other = StoredSweep.find(against, results_dir).report_data() if against else None
+        data = stored.report_data()
+        files = write_report(build_content(data, draft_cost_ratio, other), out or stored.dir / "report")
     print(f"report: {files.html}")
     print(f"summary: {files.markdown}")
     use_short_http_retries()

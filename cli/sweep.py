@@ -119,14 +119,14 @@ def sync(
 ) -> None:
     """Log a sweep's stored results to MLflow (after an outage); running it twice creates nothing new."""
     from flows.sync import sync_flow
-    from tasks.plan.config import load_sweep_config
     from tasks.plan.sweep_plan import open_sweep
+    from tasks.store.sweep import StoredSweep
     from tasks.tracking.runs import require_reachable, shown_uri
     from tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error():
-        stored = open_sweep(results_dir, sweep_id)[1]
-        load_sweep_config(Path(str(stored["config"])))  # the sweep's config must still be there
+        store, stored = open_sweep(results_dir, sweep_id)
+        _ = StoredSweep(store.dir, stored).config  # a format-1 sweep's config file must still be there
         require_reachable(resolve_uri(tracking_uri))
         result = sync_flow(sweep_id, tracking_uri, str(results_dir))
     print(f"sweep {result.sweep_id}: {result.runs_created} cell runs created, "

@@ -28,6 +28,7 @@ from tasks.cluster.session import ray_session
 from tasks.plan.budget import cell_budget
 from tasks.report.markdown import summary_markdown
 from tasks.store.results import atomic_write_text
+from tasks.store.sweep import SUMMARY_FILE, SUMMARY_MARKDOWN
 from tasks.tracking.runs import tracking_uri
 
 DEFAULT_RESULTS_DIR = "results"
@@ -76,8 +77,8 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         if tracker.offline is not None:
             summary = summary.model_copy(update={"notes": [*summary.notes, tracker.offline]})
         markdown = summary_markdown(summary)
-        plan.store.write_json("summary.json", summary)
-        atomic_write_text(plan.store.dir / "summary.md", markdown)
+        plan.store.write_json(SUMMARY_FILE, summary)
+        atomic_write_text(plan.store.dir / SUMMARY_MARKDOWN, markdown)
         publish_prefect_artifacts(summary, markdown)
         finished = summary
     except (KeyboardInterrupt, TerminationSignal):  # Ctrl-C, or Prefect cancelling the run

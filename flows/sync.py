@@ -9,11 +9,10 @@ from pydantic import Field
 
 from flows.sweep import DEFAULT_RESULTS_DIR
 from specfleet.contract.base import RecordModel
-from specfleet.fingerprint import Fingerprint
-from specfleet.summary import SweepSummary, run_status
-from tasks.plan.config import load_sweep_config
+from specfleet.summary import run_status
 from tasks.plan.sweep_plan import open_sweep
 from tasks.report.publish import REPORT_HTML, REPORT_MARKDOWN, log_to_sweep_run
+from tasks.store.sweep import SUMMARY_MARKDOWN, StoredSweep
 from tasks.tracking.runs import (
     close_sweep_run,
     log_cell_runs,
@@ -43,19 +42,18 @@ def sync_flow(sweep_id: str, tracking: str | None = None, results_dir: str = DEF
     uri = tracking_uri(tracking)
     use_short_http_retries()
     require_reachable(uri)
-    config = load_sweep_config(Path(str(stored["config"])))
-    fingerprint = Fingerprint.model_validate(stored["fingerprint"])
+    sweep = StoredSweep(store.dir, stored)
+    config, fingerprint = sweep.config, stored.fingerprint
     parent = open_sweep_run(uri, config, sweep_id, fingerprint)
     cells = list(store.cells())
     created = log_cell_runs(uri, parent, cells, store, fingerprint.digest)
-    data = store.read_json("summary.json")
-    summary = SweepSummary.model_validate(data) if data is not None else None
+    summary = sweep.summary
     if summary is not None:
-        log_sweep_summary(uri, parent, summary, (store.dir / "summary.md").read_text(encoding="utf-8"))
+        log_sweep_summary(uri, parent, summary, (store.dir / SUMMARY_MARKDOWN).read_text(encoding="utf-8"))
     status = run_status(summary)
     report_files = [store.dir / REPORT_DIR / name for name in (REPORT_HTML, REPORT_MARKDOWN)]
     report = (log_to_sweep_run(uri, config.name, sweep_id, report_files) if all(p.exists() for p in report_files)
               else f"no report under {store.dir / REPORT_DIR} (`specfleet report {sweep_id}` writes and logs one)")
     close_sweep_run(uri, parent, status)
     return SyncResult(sweep_id=sweep_id, parent_run_id=parent, cells_stored=len(cells), runs_created=created,
-                      summary_logged=data is not None, report=report, status=status)
+                      summary_logged=summary is not None, report=report, status=status)

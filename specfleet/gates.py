@@ -2,11 +2,11 @@
 
 Seed, "The benchmark contract": greedy exact match against the baseline, with the baseline's
 own repeat as the control, and the pre-specified stochastic distribution test. The sweep's
-aggregate step and the report both call ``arm_equivalence``; nothing else makes a gate.
+aggregate step calls ``arm_equivalence`` and its summary stores the results; every reader shows
+them from there (a report recomputes them only for a sweep that stopped before aggregating).
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -35,19 +35,19 @@ class EquivalenceProbe(RecordModel):
         None, description="Sampled continuations; None when the config has no stochastic test.")
 
 
-@dataclass(frozen=True)
-class ArmEquivalence:
-    """The equivalence results of one speculative arm."""
+class ArmEquivalence(RecordModel):
+    """The equivalence results of one speculative arm (stored in the sweep's summary)."""
 
     arm: str
     greedy: GreedyEquivalence | None
     stochastic: StochasticResult | None
-    unavailable: list[str]
-    """Why a test has no result (no stored probe, no samples, no stochastic spec)."""
-    engine_findings: tuple[str, ...] = ()
-    """Engine defects that taint sampled continuations (``specfleet.engine_findings``)."""
-    stochastic_configured: bool = False
-    """The config declares the stochastic test: without its result the arm has a gate that did not run."""
+    unavailable: list[str] = Field(description="Why a test has no result (no stored probe, no samples, no "
+                                   "stochastic spec).")
+    engine_findings: tuple[str, ...] = Field(
+        (), description="Engine defects that taint sampled continuations (specfleet.engine_findings).")
+    stochastic_configured: bool = Field(
+        False, description="The config declares the stochastic test: without its result the arm has a gate that "
+        "did not run.")
 
     @property
     def gates(self) -> list[GateResult]:
@@ -96,6 +96,6 @@ def arm_equivalence(config: SweepConfig, plans: list[ArmPlan], probes: Mapping[s
                 stochastic = stochastic_equivalence(
                     baseline.stochastic, probe.stochastic, significance=spec.significance, power=spec.power,
                     min_detectable_tv=spec.min_detectable_tv, permutations=PERMUTATIONS, seed=config.analysis.seed)
-        out.append(ArmEquivalence(plan.arm, greedy, stochastic, missing, tuple(engine_findings),
-                                  stochastic_configured=spec is not None))
+        out.append(ArmEquivalence(arm=plan.arm, greedy=greedy, stochastic=stochastic, unavailable=missing,
+                                  engine_findings=tuple(engine_findings), stochastic_configured=spec is not None))
     return out

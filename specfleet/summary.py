@@ -10,6 +10,7 @@ from specfleet.contract.base import RecordModel
 from specfleet.decision_table import DecisionRow
 from specfleet.decisions import Decision
 from specfleet.engine_findings import EngineCheck
+from specfleet.gates import ArmEquivalence
 from specfleet.kpolicy import KPolicyReport
 from specfleet.mix_verdict import MixVerdict
 from specfleet.not_measured import NotMeasuredCell
@@ -57,6 +58,10 @@ class SweepSummary(RecordModel):
         "pooled over its repeated cells, with its own interval: what every interval includes (empty in summaries "
         "written before it was pooled; their decisions are then recomputed).")
     gates: dict[str, list[GateResult]] = Field(description="The equivalence gates per speculative arm.")
+    equivalence: list[ArmEquivalence] = Field(
+        default_factory=list, description="The equivalence tests behind the gates per speculative arm: exact-match "
+        "rates, the stochastic test's p-value and power, what is unavailable (empty in summaries written before "
+        "they were stored).")
     quality: list[QualityCheck] = Field(
         default_factory=list, description="The held-out quality gate per speculative arm, prompt class and "
         "sampling mode, run or not run with why (empty in summaries written before the gate was wired).")

@@ -1,5 +1,5 @@
 """The sweep's typed summary (``specfleet.summary.SweepSummary``): the analysis of its stored
-cells (``tasks.analysis.aggregate``), its arms' time accounts, and the cells a budget did not
+cells (``tasks.store.sweep.StoredSweep.analyse``), its arms' time accounts, and the cells a budget did not
 start beside their predictions (``specfleet.perfmodel.unmeasured``, PREDICTED, never in a decision)."""
 
 from collections.abc import Mapping, Sequence
@@ -11,10 +11,10 @@ from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
 from specfleet.results import CellResult, RequestRecord
 from specfleet.server_args import deployment_args
 from specfleet.summary import ArmSummary, SweepSummary
-from tasks.analysis.aggregate import analyse_stored, stored_records
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.cluster.stage import ArmReport
-from tasks.plan.sweep_plan import SweepPlan, stored_sweeps
+from tasks.plan.sweep_plan import SweepPlan
+from tasks.store.sweep import StoredSweep, stored_records, stored_sweeps
 
 EARLIER_SWEEPS = 3
 """Earlier finished sweeps of the config tried for a left-out cell's prediction, newest first."""
@@ -38,7 +38,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
     accounted = complete | {s.key for s in skipped}
     errors = {r.arm: r.error.splitlines()[0] for r in reports if r.error}
     records = stored_records(plan.store.dir, cells)
-    analysis = analyse_stored(plan.store.dir, plan.config, cells, records)
+    analysis = StoredSweep(plan.store.dir, config=plan.config).analyse(cells, records)
     return SweepSummary(
         sweep_id=plan.sweep_id, config_name=plan.config.name, fingerprint=plan.fingerprint.digest,
         resumed=plan.resumed, cells_planned=len(plan.cells), cells_complete=len(complete),
@@ -51,7 +51,8 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
                          timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
               for r in reports],
         mix=analysis.mix, noise=analysis.noise,
-        gates=analysis.gates, quality=analysis.quality, notes=[*plan.warnings, *analysis.notes],
+        gates=analysis.gates, equivalence=analysis.equivalence, quality=analysis.quality,
+        notes=[*plan.warnings, *analysis.notes],
         cost_table=decision_rows(analysis.decisions, plan.config),
         negative_cells=negative_cells(analysis.decisions, plan.config),
         decisions=analysis.decisions, k_policy=analysis.policies, acceptance=class_acceptance(cells, records),
@@ -66,18 +67,14 @@ def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],
     """The sweep itself, then the newest earlier finished sweeps of its config (an arm the budget
     left out entirely has no cells of its own to predict it from); each is calibrated only when
     the ones before it cannot predict a cell."""
-    from tasks.report.load import load_report_data
-
     sources = [CalibrationSource(plan.sweep_id, plan.config, cells, records)]
-    for sweep_id, _ in stored_sweeps(plan.store.root, plan.config.name):
-        sweep_dir = plan.store.root / sweep_id
-        if sweep_id == plan.sweep_id or not (sweep_dir / "summary.json").is_file():
+    for sweep in stored_sweeps(plan.store.root, plan.config.name):
+        if sweep.id == plan.sweep_id or sweep.summary is None:
             continue
         try:
-            data = load_report_data(sweep_dir)
+            sources.append(CalibrationSource(sweep.id, sweep.config, sweep.cells, sweep.records))
         except (InputError, OSError, ValueError):
             continue
-        sources.append(CalibrationSource(data.sweep_id, data.config, data.cells, data.records))
         if len(sources) > EARLIER_SWEEPS:
             break
     return sources

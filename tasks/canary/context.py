@@ -93,21 +93,21 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
     """The sweep's settings and noise at the canary's load (``--from``), and from its monitor basis
     (``specfleet.monitor_basis``: the adopted arm, or ``arm``) the break-even tokens per step at
     the canary's concurrency and the speculation-off server arguments."""
-    from tasks.analysis.aggregate import noise_history
     from tasks.monitor.rules import sweep_basis
-    from tasks.report.load import find_sweep_dir, load_report_data
+    from tasks.store.sweep import StoredSweep
 
-    data = load_report_data(find_sweep_dir(sweep, results_dir))
+    stored = StoredSweep.find(sweep, results_dir)
+    data = stored.report_data()
     config = data.config
     samples = {c.key: CellSample.from_records(c, data.records[c.key], config.slo)
                for c in data.cells if c.usable and c.key in data.records}
     evidence = Evidence.of(data.cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm,
-                           noise_history(data.sweep_dir, config))
+                           stored.noise_history())
     noise_runs = [*_repeated(evidence.tps.runs), *_repeated(evidence.itl.runs)]
     tolerance = data.config.equivalence.quality_tolerance
     break_even, watched, notes = None, arm, []
     try:
-        basis, _ = sweep_basis(data.sweep_id, results_dir, arm)
+        basis, _ = sweep_basis(data, arm)
         watched = basis.arm
         break_even = next((b.break_even_tokens_per_step for b in basis.buckets if b.concurrency == load.concurrency),
                           None)

@@ -10,16 +10,15 @@ from specfleet.monitor_basis import LoadBucket, MonitorBasis, monitor_basis
 from specfleet.monitor_rules import prometheus_rules
 from specfleet.server_args import deployment_args
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.report.load import find_sweep_dir, load_report_data
 from tasks.store.results import atomic_write_text
+from tasks.store.sweep import ReportData
 
 NO_STORED_ARGS = ("the sweep's summary stored no server arguments (written before they were): the rollback "
                   "command names the models as the config writes them")
 
 
-def sweep_basis(sweep: str, results_root: Path, arm: str | None) -> tuple[MonitorBasis, list[str]]:
+def sweep_basis(data: ReportData, arm: str | None) -> tuple[MonitorBasis, list[str]]:
     """The figures the alerts compare with, from the stored sweep, and notes on what is missing."""
-    data = load_report_data(find_sweep_dir(sweep, results_root))
     stored = data.server_args
     deployment = stored if stored is not None else deployment_args(data.config, {}, SERVED_MODEL_NAME)
     basis = monitor_basis(data.sweep_id, data.config, data.cells, data.records, data.mix, deployment, data.noise,

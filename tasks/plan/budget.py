@@ -8,8 +8,6 @@ otherwise. The reserve is the closing stage (its servers' slowest recorded start
 opening cells measured) and the time after it (aggregation). The order is ``specfleet.cell_priority``'s.
 """
 
-import json
-
 from specfleet.budget import CellBudget
 from specfleet.cell_priority import cell_order
 from specfleet.errors import InputError
@@ -18,7 +16,8 @@ from specfleet.replicas import slots
 from specfleet.sweep_estimate import estimate_sweep, stage_wall_s
 from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.plan.preflight import config_base_dir
-from tasks.plan.sweep_plan import SweepPlan, planned_cells, stored_sweeps
+from tasks.plan.sweep_plan import SweepPlan, planned_cells
+from tasks.store.sweep import StoredSweep, stored_sweeps
 
 
 def plan_timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
@@ -26,14 +25,13 @@ def plan_timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
     the three latest finished sweeps of its config that has usable cells, else the prior. The
     start-ups of all of them bound the budget's (``CalibratedTiming.startup_high_s``)."""
     prior = prior_timing(plan.config, config_base_dir(plan.config_path))
-    earlier = [plan.store.root / sweep_id for sweep_id, _ in stored_sweeps(plan.store.root, plan.config.name)
-               if sweep_id != plan.sweep_id and (plan.store.root / sweep_id / "summary.json").is_file()][:3]
-    candidates = ([plan.store.dir] if plan.resumed else []) + earlier
-    history = [json.loads((sweep_dir / "summary.json").read_text()) for sweep_dir in candidates
-               if (sweep_dir / "summary.json").is_file()]
-    for sweep_dir in candidates:
+    earlier = [s for s in stored_sweeps(plan.store.root, plan.config.name)
+               if s.id != plan.sweep_id and s.summary is not None][:3]
+    candidates = ([StoredSweep(plan.store.dir, config=plan.config)] if plan.resumed else []) + earlier
+    history = [s.summary for s in candidates if s.summary is not None]
+    for sweep in candidates:
         try:
-            return calibrated_timing(sweep_dir.name, plan.store.root, plan.config, prior, history)
+            return calibrated_timing(sweep, prior, history)
         except InputError:  # nothing usable to calibrate on
             continue
     return prior

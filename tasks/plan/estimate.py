@@ -3,9 +3,8 @@ and a stored sweep to calibrate on; then ``specfleet.sweep_estimate`` does the a
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,12 +23,13 @@ from specfleet.perfmodel.prior import (
 )
 from specfleet.plan_timing import ArmRecord, CalibratedTiming, PriorTiming
 from specfleet.replicas import slots
-from specfleet.results import ArmTiming
+from specfleet.summary import SweepSummary
 from specfleet.sweep_estimate import SweepTimes, estimate_sweep, stage_wall_s
 from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir
 from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
+from tasks.store.sweep import StoredSweep
 
 CHARS_PER_TOKEN = 4.0
 """Prompt length before any tokenizer ran: about four characters per token for English BPE
@@ -144,38 +144,34 @@ def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
                        notes=(*PriorTiming.notes, *notes))
 
 
-def arm_records(summary: Mapping[str, Any], config: SweepConfig) -> list[ArmRecord]:
-    """The arms' timing records of a stored sweep's ``summary.json`` (none while it runs)."""
+def arm_records(summary: SweepSummary | None, config: SweepConfig) -> list[ArmRecord]:
+    """The arms' timing records of a stored sweep's summary (none while it runs)."""
     methods = {a.arm: a.method for a in arm_plans(config)}
-    return [ArmRecord(arm=a["arm"], method=methods.get(a["arm"], ""), phase=a["phase"],
-                      timing=ArmTiming.model_validate(a["timing"]))
-            for a in summary.get("arms", []) if a.get("timing")]
+    return [ArmRecord(arm=a.arm, method=methods.get(a.arm, ""), phase=a.phase, timing=a.timing)
+            for a in (summary.arms if summary is not None else []) if a.timing is not None]
 
 
-def calibrated_timing(sweep: str, results_dir: Path, config: SweepConfig, prior: PriorTiming,
-                      history: Sequence[Mapping[str, Any]] = ()) -> CalibratedTiming:
-    """The model calibrated on ``sweep``, with its timing records; ``history``: the summaries of
-    other recent sweeps of the config, for the budget's slowest start and longest aggregation."""
-    from tasks.report.load import find_sweep_dir, load_report_data
-
-    data = load_report_data(find_sweep_dir(sweep, results_dir))
-    cal = calibrate(data.sweep_id, data.config, data.cells, data.records, seed=data.config.analysis.seed)
-    summary_path = data.sweep_dir / "summary.json"  # absent while a sweep runs: no timing records yet
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    methods = {a.arm: a.method for a in arm_plans(data.config)}
-    records = arm_records(summary, data.config)
+def calibrated_timing(sweep: StoredSweep, prior: PriorTiming, history: Sequence[SweepSummary] = ()) -> CalibratedTiming:
+    """The model calibrated on ``sweep``'s cells and records with its arms' timing records (no
+    analysis: nothing here reads a gate or a decision); ``history``: the summaries of other recent
+    sweeps of the config, for the budget's slowest start and longest aggregation."""
+    config = sweep.config
+    cal = calibrate(sweep.id, config, sweep.cells, sweep.records, seed=config.analysis.seed)
+    summary = sweep.summary  # None while a sweep runs: no timing records yet
+    methods = {a.arm: a.method for a in arm_plans(config)}
+    records = arm_records(summary, config)
     outside = None
-    if summary.get("wall_s") is not None:
-        parallel, _ = slots(data.config)
+    if summary is not None and summary.wall_s is not None:
+        parallel, _ = slots(config)
         stages = [[r.timing.wall_s for r in records if (r.phase == "baseline_end") == end and
                    (methods.get(r.arm) == "baseline") == base] for end, base in ((False, True), (False, False),
                                                                                    (True, True))]
-        outside = max(0.0, float(summary["wall_s"]) - sum(stage_wall_s(s, parallel) for s in stages))
+        outside = max(0.0, summary.wall_s - sum(stage_wall_s(s, parallel) for s in stages))
     return CalibratedTiming(
         calibration=cal, records=records, outside_arms_s=outside, prior=prior,
-        after_stages_recorded_s=summary.get("after_stages_s"),
-        history=[record for other in history for record in arm_records(other, data.config)],
-        history_after_stages_s=[other["after_stages_s"] for other in history if other.get("after_stages_s")])
+        after_stages_recorded_s=summary.after_stages_s if summary is not None else None,
+        history=[record for other in history for record in arm_records(other, config)],
+        history_after_stages_s=[other.after_stages_s for other in history if other.after_stages_s])
 
 
 def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: str | None,
@@ -189,7 +185,7 @@ def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: s
     prior = prior_timing(config, base_dir)
     timing: PriorTiming | CalibratedTiming = prior
     if from_sweep is not None:
-        timing = calibrated_timing(from_sweep, results_dir, config, prior)
+        timing = calibrated_timing(StoredSweep.find(from_sweep, results_dir), prior)
     times = estimate_sweep(timing, config, scored, budget_s)
     notes = [*times.estimate.notes, *timing.notes, f"roofline: {prior.hardware.source}"]
     times.estimate.notes[:] = notes

@@ -5,12 +5,11 @@ it), its fingerprint, the matrix with stable cell keys, and which cells still ne
 Each baseline stage is split over as many identical replicas as arms fit at once (``specfleet.replicas``)."""
 
 import contextlib
-import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from specfleet.budget import budgeted
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
@@ -27,10 +26,9 @@ from tasks.plan.models import resolve_models
 from tasks.plan.preflight import config_base_dir, tokenizer_warnings
 from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
 from tasks.store.results import ResultsStore, probe_file
+from tasks.store.sweep import ENGINE_CHECKS_FILE, SWEEP_FILE, StoredSweep, SweepRecord, read_sweep_record, stored_sweeps
 
 Phase = Literal["main", "baseline_end"]
-SWEEP_FILE = "sweep.json"
-ENGINE_CHECKS_FILE = "engine_checks.json"
 
 
 @dataclass(frozen=True)
@@ -94,45 +92,33 @@ def new_sweep_id(name: str, now: datetime | None = None) -> str:
     return f"{name}-{stamp}-{secrets.token_hex(2)}"
 
 
-def open_sweep(results_dir: Path, sweep_id: str) -> tuple[ResultsStore, dict[str, Any]]:
+def open_sweep(results_dir: Path, sweep_id: str) -> tuple[ResultsStore, SweepRecord]:
     """An existing sweep's store (fetched from the S3 mirror when one is set) and what it
-    recorded when it started (config name, fingerprint)."""
+    recorded when it started (config, fingerprint)."""
     store = ResultsStore(results_dir, sweep_id)
-    stored = store.read_json(SWEEP_FILE)
-    if stored is None:
+    if not (store.dir / SWEEP_FILE).is_file():
         with contextlib.suppress(OSError):
             store.dir.rmdir()  # only if opening the unknown id left an empty folder
         raise InputError(f"--resume {sweep_id}: no sweep with this id under {results_dir}")
-    return store, stored
+    return store, read_sweep_record(store.dir / SWEEP_FILE)
 
 
-def _changed(stored: dict[str, Any], fingerprint: Fingerprint) -> str | None:
+def _changed(stored: SweepRecord, fingerprint: Fingerprint) -> str | None:
     """The changed fingerprint parts of a stored sweep, None when its fingerprint is ``fingerprint``."""
-    old = Fingerprint.model_validate(stored["fingerprint"])
+    old = stored.fingerprint
     return None if old.digest == fingerprint.digest else ", ".join(changed_parts(old, fingerprint)) or "fingerprint"
 
 
-def _check_resume(sweep_id: str, stored: dict[str, Any], config: SweepConfig, fingerprint: Fingerprint) -> None:
+def _check_resume(sweep_id: str, stored: SweepRecord, config: SweepConfig, fingerprint: Fingerprint) -> None:
     """A resumed sweep must measure the same thing: same config name, same fingerprint."""
-    if stored.get("name") != config.name:
-        raise InputError(f"--resume {sweep_id}: that sweep ran config {stored.get('name')!r}, not {config.name!r}")
+    if stored.name != config.name:
+        raise InputError(f"--resume {sweep_id}: that sweep ran config {stored.name!r}, not {config.name!r}")
     if (parts := _changed(stored, fingerprint)) is not None:
         raise InputError(f"--resume {sweep_id}: {parts} changed since that sweep started; "
                          "start a new sweep (results of different fingerprints never mix)")
 
 
-def stored_sweeps(results_dir: Path, name: str) -> list[tuple[str, dict[str, Any]]]:
-    """(sweep id, what it recorded when it started) of every sweep of config ``name`` under
-    ``results_dir`` on this machine, newest first (ids sort by their UTC start time)."""
-    found = []
-    for path in results_dir.glob(f"*/{SWEEP_FILE}"):
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored.get("name") == name:
-            found.append((path.parent.name, stored))
-    return sorted(found, key=lambda item: item[0], reverse=True)
-
-
-def check_continue(results_dir: Path, name: str, resume: str | None) -> list[tuple[str, dict[str, Any]]]:
+def check_continue(results_dir: Path, name: str, resume: str | None) -> list[StoredSweep]:
     """The sweeps ``--continue`` chooses from; an ``InputError`` with ``--resume`` or when there is none."""
     if resume is not None:
         raise InputError("--continue and --resume: give one (--continue finds the sweep itself)")
@@ -157,16 +143,16 @@ def planned_cells(config: SweepConfig, digest: str) -> list[tuple[ArmPlan, Phase
 
 
 def continued_sweep(results_dir: Path, config: SweepConfig, fingerprint: Fingerprint,
-                    found: list[tuple[str, dict[str, Any]]]) -> tuple[str | None, str]:
+                    found: list[StoredSweep]) -> tuple[str | None, str]:
     """The sweep ``--continue`` resumes (None: start a new one) and one line saying which and why:
     the newest of ``found`` with a planned cell not complete in its store, if its fingerprint is unchanged."""
-    for sweep_id, stored in found:
-        digest = Fingerprint.model_validate(stored["fingerprint"]).digest
-        keys = {key for _, _, _, cells in planned_cells(config, digest) for _, key in cells}
+    for sweep in found:
+        sweep_id = sweep.id
+        keys = {key for _, _, _, cells in planned_cells(config, sweep.record.fingerprint.digest) for _, key in cells}
         missing = len(keys - ResultsStore(results_dir, sweep_id).complete_keys())
         if not missing:
             continue
-        if (parts := _changed(stored, fingerprint)) is not None:
+        if (parts := _changed(sweep.record, fingerprint)) is not None:
             return None, f"--continue: {parts} changed since sweep {sweep_id} started; starting a new sweep"
         return sweep_id, f"--continue: sweep {sweep_id}, {missing} of {len(keys)} cells left to measure"
     if not found:
@@ -198,8 +184,9 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget:
         _check_resume(resume, stored, config, fingerprint)
     else:
         store = ResultsStore(results_dir, new_sweep_id(config.name))
-        store.write_json(SWEEP_FILE, {"name": config.name, "config": str(config_path.resolve()),
-                                      "fingerprint": fingerprint.model_dump(mode="json")})
+        record = SweepRecord(name=config.name, config_source=str(config_path.resolve()), config=config,
+                             fingerprint=fingerprint)
+        store.write_json(SWEEP_FILE, record)
     checks = engine_checks(fingerprint, config.hardware.on_cpu)
     store.write_json(ENGINE_CHECKS_FILE, EngineChecks(checks=checks))
     findings = EngineChecks(checks=checks).findings

@@ -8,7 +8,6 @@ from specfleet.class_verdict import ClassVerdict, class_verdicts
 from specfleet.decision_table import DecisionRow, decision_rows, negative_cells
 from specfleet.kpolicy import KPolicy
 from tasks.report.diff import SweepDiff, diff_sweeps
-from tasks.report.load import ReportData
 from tasks.report.measures import (
     EnergyRow,
     KVRow,
@@ -22,6 +21,7 @@ from tasks.report.measures import (
 )
 from tasks.report.predicted import PredictedView, predicted_view
 from tasks.report.views import HeatMap, TheoryRow, heat_maps, modelled_grid, theory_rows
+from tasks.store.sweep import ReportData
 
 
 @dataclass(frozen=True)

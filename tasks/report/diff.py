@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from specfleet.class_verdict import load_label, row_label
 from specfleet.decisions import Decision
 from specfleet.fingerprint import changed_parts
-from tasks.report.load import ReportData
+from tasks.store.sweep import ReportData
 from tasks.tracking.names import contract_params
 
 ABSENT = "(absent)"

@@ -17,7 +17,7 @@ from specfleet.metrics import (
     ttft_series_ms,
 )
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
-from tasks.report.load import ReportData
+from tasks.store.sweep import ReportData
 from tasks.tracking.names import contract_params
 
 Series = Callable[[Iterable[RequestRecord]], list[float]]

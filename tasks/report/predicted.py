@@ -22,8 +22,8 @@ from specfleet.prediction import LABEL
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
 from tasks.report import fmt
-from tasks.report.load import ReportData
 from tasks.report.tables import Column
+from tasks.store.sweep import ReportData
 
 PREDICTED_LABEL = "predicted (performance model calibrated on this sweep)"
 CURVE_REQUESTS = QUICK_REQUESTS

@@ -10,7 +10,7 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.decisions import Decision
 from specfleet.stats.bootstrap import Interval
 from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid
-from tasks.report.load import ReportData
+from tasks.store.sweep import ReportData
 
 GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 

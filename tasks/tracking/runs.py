@@ -31,6 +31,7 @@ from specfleet.summary import SweepSummary
 from tasks.arm.lifecycle import api_key
 from tasks.plan.versions import stack_versions
 from tasks.store.results import ResultsStore
+from tasks.store.sweep import SUMMARY_FILE, SUMMARY_MARKDOWN
 from tasks.tracking.names import (
     acceptance_metrics,
     canary_metrics,
@@ -210,8 +211,8 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
     dumped = summary.model_dump(mode="json")
     client.log_dict(parent_id, {"decisions": dumped["decisions"]}, "decisions.json")
     client.log_dict(parent_id, {"k_policy": dumped["k_policy"]}, "k_policy.json")
-    client.log_dict(parent_id, dumped, "summary.json")
-    client.log_text(parent_id, markdown, "summary.md")
+    client.log_dict(parent_id, dumped, SUMMARY_FILE)
+    client.log_text(parent_id, markdown, SUMMARY_MARKDOWN)
     adopted = sum(row.verdict == "adopt" for row in summary.cost_table)
     _log_batch(client, parent_id, metrics={
         "cells_planned": summary.cells_planned, "cells_complete": summary.cells_complete,

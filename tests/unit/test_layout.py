@@ -31,7 +31,7 @@ DECIDERS = ("specfleet/decisions.py", "specfleet/analysis.py", "specfleet/gates.
             "specfleet/kpolicy.py", "specfleet/mix_verdict.py", "specfleet/stats/noise.py",
             "specfleet/decision_rule.py", "specfleet/evidence.py", "specfleet/class_verdict.py", "specfleet/canary.py",
             "specfleet/stats/variance.py", "specfleet/stats/runs.py", "specfleet/monitor_basis.py",
-            "specfleet/decision_table.py", "tasks/analysis/aggregate.py", "tasks/report/load.py",
+            "specfleet/decision_table.py", "tasks/store/sweep.py",
             "tasks/report/views.py", "tasks/report/headline.py")
 """What makes or states a decision, verdict, gate, noise floor or k policy."""
 

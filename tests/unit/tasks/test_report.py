@@ -33,11 +33,11 @@ from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.content import ReportContent, build_content
-from tasks.report.load import load_report_data
 from tasks.report.markdown import render_markdown
 from tasks.report.predicted import PredictedView, predicted_view
 from tasks.report.publish import log_to_sweep_run
 from tasks.store.results import ResultsStore
+from tasks.store.sweep import StoredSweep
 from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
 
 CONFIG = """
@@ -231,7 +231,7 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
 
 
 def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
-    first, second = (load_report_data(s.store.dir) for s in (sweeps.first, sweeps.second))
+    first, second = (StoredSweep(s.store.dir).report_data() for s in (sweeps.first, sweeps.second))
     stored = json.loads((sweeps.first.store.dir / "summary.json").read_text())
     assert [d.model_dump(mode="json") for d in first.decisions] == stored["decisions"]
     assert second.decisions_source.startswith("recomputed")
@@ -258,7 +258,7 @@ def test_acceptance_is_named_apart_and_speedup_is_read_from_tokens_per_step(swee
     """Speculating cells stream 2 tokens a chunk while their counters say 1 + 140 / 100 drafts: the
     cost table shows both, the per-request view pools both loads, and the model's implied alpha
     is read from the tokens per step over all steps, never from the length conditional on drafting."""
-    content = build_content(load_report_data(sweeps.first.store.dir), 0.05, with_predicted=False)
+    content = build_content(StoredSweep(sweeps.first.store.dir).report_data(), 0.05, with_predicted=False)
     row = next(r for r in content.rows
                if (r.method, r.k, r.prompt_class, r.concurrency) == ("draft_model", 2, "code", 1))
     assert row.mean_acceptance_length == pytest.approx(2.4) and row.tokens_per_step == pytest.approx(2.0)
@@ -291,7 +291,7 @@ def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> N
     three gaps 0 ms: the report names that arm and load, and only that one."""
     from tasks.report.measures import main_cells, read_together_notes
 
-    data = load_report_data(sweeps.first.store.dir)
+    data = StoredSweep(sweeps.first.store.dir).report_data()
     assert read_together_notes(data) == []
     keys = {c.key for c in main_cells(data) if c.identity.arm == "draft-k2" and c.identity.load_value == 4}
     assert keys
@@ -328,7 +328,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     verdicts = {d.verdict for d in made.decisions}
     assert verdicts == {"adopt", "reject"}
     assert any(d.cost and d.cost.pessimistic_saving_fraction for d in made.decisions)
-    data = load_report_data(sweeps.first.store.dir)
+    data = StoredSweep(sweeps.first.store.dir).report_data()
     assert data.decisions_source == "the sweep's summary.json"
     assert data.decisions == made.decisions and data.policies == made.k_policy
     content = build_content(data, draft_cost_ratio=0.05, with_predicted=False)
@@ -366,7 +366,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
 @pytest.fixture(scope="module")
 def content(sweeps: Sweeps) -> ReportContent:
     """The first sweep's report, with the measured and predicted view."""
-    return build_content(load_report_data(sweeps.first.store.dir), 0.05)
+    return build_content(StoredSweep(sweeps.first.store.dir).report_data(), 0.05)
 
 
 def test_the_view_draws_measured_cells_and_marks_what_it_predicts(content: ReportContent) -> None:

@@ -1,6 +1,7 @@
 """MLflow down: the sweep's tracker gives up in seconds and says how to catch up; `specfleet
 sync` then logs the stored sweep to a real MLflow store (SQLite), idempotently."""
 
+import json
 import os
 import subprocess
 import sys
@@ -82,9 +83,17 @@ def test_sync_to_a_down_server_exits_2_in_one_line(stored_sweep: SweepPlan, tmp_
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_sync_of_a_sweep_whose_config_is_gone_exits_2_in_one_line(stored_sweep: SweepPlan, tmp_path: Path) -> None:
+def test_sync_of_a_format_1_sweep_whose_config_is_gone_exits_2_in_one_line(stored_sweep: SweepPlan,
+                                                                          tmp_path: Path) -> None:
+    """A sweep.json written before it held the config (format 1, ce4142f) names only the config's path."""
+    record = stored_sweep.store.dir / "sweep.json"
+    stored = json.loads(record.read_text())
+    record.write_text(json.dumps({"name": stored["name"], "config": str(tmp_path / "sweep.yaml"),
+                                  "fingerprint": stored["fingerprint"]}))
     (tmp_path / "sweep.yaml").rename(tmp_path / "moved.yaml")
     done = _specfleet(tmp_path, "sync", stored_sweep.sweep_id, "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}",
                       "--results-dir", "results")
-    assert done.returncode == 2 and done.stderr.strip() == f"error: {tmp_path / 'sweep.yaml'}: config file not found"
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"error: {stored_sweep.sweep_id}: written before sweep.json held its config (format 1), and its config "
+        f"{tmp_path / 'sweep.yaml'} is not readable here")
     assert not (tmp_path / "m.db").exists()

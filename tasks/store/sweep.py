@@ -1,0 +1,292 @@
+"""The one reader of a stored sweep: ``sweep.json`` (``SweepRecord``: what the sweep measured,
+its resolved config included), its cells, per-request records, probes and ``summary.json``
+(``SweepSummary``), each read once and only when asked for.
+
+Every command that reads an earlier sweep (report, plan ``--from``, predict, monitor, canary
+``--from``, sync, the budget's timing, the aggregate step's noise history) goes through
+``StoredSweep``. When the sweep wrote its summary, what the summary holds (gates, decisions,
+k policies, verdicts at the mix) is taken from it and never derived again; only a sweep that
+stopped before aggregating is analysed here (``StoredSweep.report_data``).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from specfleet.analysis import SweepAnalysis, analyse_sweep
+from specfleet.contract import SweepConfig, arm_plans
+from specfleet.contract.base import RecordModel
+from specfleet.decisions import Decision
+from specfleet.engine_findings import EngineCheck, EngineChecks
+from specfleet.errors import InputError
+from specfleet.evidence import earlier_runs
+from specfleet.fingerprint import Fingerprint
+from specfleet.gates import ArmEquivalence, EquivalenceProbe
+from specfleet.kpolicy import KPolicyReport
+from specfleet.mix_verdict import MixVerdict
+from specfleet.not_measured import NotMeasuredCell
+from specfleet.quality_gates import QualityCheck, QualityProbe
+from specfleet.results import CellResult, RequestRecord
+from specfleet.server_args import DeploymentArgs
+from specfleet.stats.quality import GateResult
+from specfleet.stats.runs import RunValue
+from specfleet.stats.samples import CellSample
+from specfleet.stats.variance import RunNoise
+from specfleet.summary import SweepSummary
+from tasks.plan.config import load_sweep_config
+from tasks.store.parquet import read_records_parquet
+from tasks.store.results import ProbeKind, probe_file
+
+Probe = TypeVar("Probe", EquivalenceProbe, QualityProbe)
+SWEEP_FILE = "sweep.json"
+SUMMARY_FILE = "summary.json"
+SUMMARY_MARKDOWN = "summary.md"
+ENGINE_CHECKS_FILE = "engine_checks.json"
+SWEEP_FORMAT = 2
+"""``sweep.json``'s format: 1 held the config file's path (specfleet up to the first half of
+December 2026, ce4142f among them), 2 holds the resolved config itself."""
+
+
+class SweepRecord(RecordModel):
+    """``sweep.json``: what a sweep recorded when it started, enough to read it anywhere."""
+
+    format: int = Field(SWEEP_FORMAT, description="1: written before the config was stored in it.")
+    name: str
+    config_source: str = Field(description="The config file the sweep was started with: a label only; "
+                               "nothing is read from it unless the sweep is of format 1.")
+    config: SweepConfig | None = Field(
+        None, description="The config as the sweep ran it (its --budget applied); None in format 1.")
+    fingerprint: Fingerprint
+
+    @model_validator(mode="before")
+    @classmethod
+    def _format_1(cls, data: Any) -> Any:
+        """Format 1 (``{"name", "config": "<absolute path>", "fingerprint"}``) read as such."""
+        if isinstance(data, dict) and isinstance(data.get("config"), str):
+            return {**data, "format": 1, "config_source": data["config"], "config": None}
+        return data
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: int) -> int:
+        if value > SWEEP_FORMAT:
+            raise ValueError(f"{value} was written by a newer specfleet; this one reads formats 1 to "
+                             f"{SWEEP_FORMAT} (upgrade specfleet)")
+        return value
+
+    @model_validator(mode="after")
+    def _config_held(self) -> "SweepRecord":
+        if self.format >= 2 and self.config is None:
+            raise ValueError(f"format {self.format} holds the config, and this one has none")
+        return self
+
+
+def read_sweep_record(path: Path) -> SweepRecord:
+    """``sweep.json`` at ``path``; a file it cannot read is one line naming it (exit 2)."""
+    try:
+        return SweepRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = "".join(f"{part}: " for part in first["loc"])
+        raise InputError(f"{path}: {where}{first['msg'].removeprefix('Value error, ')}") from None
+
+
+def stored_sweeps(results_dir: Path, name: str) -> list["StoredSweep"]:
+    """Every sweep of config ``name`` under ``results_dir`` on this machine, newest first (ids sort
+    by their UTC start time)."""
+    found = []
+    for path in results_dir.glob(f"*/{SWEEP_FILE}"):
+        try:
+            found.append(StoredSweep(path.parent, read_sweep_record(path)))
+        except InputError:  # written by a newer specfleet, or damaged: not one this version resumes or learns from
+            continue
+    return sorted((s for s in found if s.record.name == name), key=lambda s: s.id, reverse=True)
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """A stored sweep as the report, plan, predict, monitor and canary read it."""
+
+    sweep_id: str
+    sweep_dir: Path
+    config: SweepConfig
+    config_source: str
+    fingerprint: Fingerprint
+    cells: list[CellResult]
+    records: dict[str, list[RequestRecord]]
+    """Per-request records by cell key, for every cell that stored them."""
+    gates: dict[str, list[GateResult]]
+    """The equivalence gates per speculative arm, as its decisions consumed them."""
+    equivalence: list[ArmEquivalence]
+    """The tests behind them (empty for a summary written before they were stored)."""
+    quality: list[QualityCheck]
+    decisions: list[Decision]
+    policies: list[KPolicyReport]
+    mix: list[MixVerdict]
+    """The verdicts at the traffic mix (empty, with a note saying why, when none could be formed)."""
+    noise: list[RunNoise]
+    """The sweep's run-to-run noise per figure: the noise floor every interval includes."""
+    decisions_source: str
+    notes: list[str]
+    failed_cells: list[str]
+    not_measured: list[NotMeasuredCell]
+    """Cells the sweep's budget did not start, with their predictions (from its summary)."""
+    engine_checks: list[EngineCheck]
+    server_args: DeploymentArgs | None
+    """Each arm's server arguments, from the summary (None without one, or in one written before them)."""
+
+    @property
+    def baseline_arm(self) -> str:
+        return arm_plans(self.config)[0].arm
+
+
+class StoredSweep:
+    """One sweep's results folder, read lazily: each part on first use, once."""
+
+    def __init__(self, sweep_dir: Path, record: SweepRecord | None = None, config: SweepConfig | None = None) -> None:
+        """``config``: the one to analyse under, when the caller holds it (the aggregate step, its plan's)."""
+        self.dir = sweep_dir
+        self.record = record if record is not None else read_sweep_record(sweep_dir / SWEEP_FILE)
+        self._config = config
+
+    @classmethod
+    def find(cls, sweep: str, results_root: Path) -> "StoredSweep":
+        """``sweep`` is a sweep's results folder or a sweep id under ``results_root``."""
+        for candidate in (Path(sweep), results_root / sweep):
+            if (candidate / SWEEP_FILE).is_file():
+                return cls(candidate)
+        if Path(sweep).is_dir():
+            raise InputError(f"{sweep}: not a sweep results folder (no {SWEEP_FILE})")
+        raise InputError(f"{sweep}: no sweep with this id under {results_root}")
+
+    @property
+    def id(self) -> str:
+        return self.dir.name
+
+    @property
+    def config(self) -> SweepConfig:
+        """The config the sweep ran; a format-1 sweep's is read from its file, which must still be there."""
+        if self._config is None:
+            self._config = self.record.config if self.record.config is not None else self._config_file()
+        return self._config
+
+    def _config_file(self) -> SweepConfig:
+        source = Path(self.record.config_source)
+        if not source.is_file():
+            raise InputError(f"{self.id}: written before sweep.json held its config (format 1), and its config "
+                             f"{source} is not readable here")
+        config = load_sweep_config(source)
+        if config.name != self.record.name:
+            raise InputError(f"{self.id}: {source} now names config {config.name!r}, the sweep ran "
+                             f"{self.record.name!r}")
+        return config
+
+    @cached_property
+    def cells(self) -> list[CellResult]:
+        cells = [CellResult.model_validate_json(p.read_text(encoding="utf-8"))
+                 for p in sorted((self.dir / "cells").glob("*.json"))]
+        arms = {plan.arm for plan in arm_plans(self.config)}
+        unknown = sorted({c.identity.arm for c in cells} - arms)
+        if unknown:
+            raise InputError(f"{self.id}: stored arm {unknown[0]!r} is not in the config as it is now")
+        return cells
+
+    @cached_property
+    def records(self) -> dict[str, list[RequestRecord]]:
+        """Per-request records by cell key, for every cell whose Parquet file is there."""
+        return stored_records(self.dir, self.cells, usable_only=False)
+
+    @property
+    def usable_records(self) -> dict[str, list[RequestRecord]]:
+        usable = {c.key for c in self.cells if c.usable}
+        return {key: records for key, records in self.records.items() if key in usable}
+
+    @cached_property
+    def summary(self) -> SweepSummary | None:
+        """``summary.json``; None while the sweep runs, or when it stopped before aggregating."""
+        path = self.dir / SUMMARY_FILE
+        return SweepSummary.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    @cached_property
+    def engine_checks(self) -> EngineChecks:
+        """The preflight's engine self-checks; none for a sweep planned before they existed."""
+        path = self.dir / ENGINE_CHECKS_FILE
+        return EngineChecks.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else \
+            EngineChecks(checks=[])
+
+    def probes(self) -> dict[str, EquivalenceProbe]:
+        """The equivalence probes the sweep's arms stored, by arm."""
+        return self._probes("equivalence", EquivalenceProbe)
+
+    def quality_answers(self) -> dict[str, QualityProbe]:
+        """The scored-set answers the sweep's arms stored, by arm."""
+        return self._probes("quality", QualityProbe)
+
+    def _probes(self, kind: ProbeKind, model: type[Probe]) -> dict[str, Probe]:
+        paths = {p.arm: self.dir / probe_file(kind, p.arm) for p in arm_plans(self.config)}
+        return {arm: model.model_validate_json(path.read_text(encoding="utf-8")) for arm, path in paths.items()
+                if path.is_file()}
+
+    def noise_history(self) -> list[RunValue]:
+        """The repeated runs of up to ``analysis.noise_history`` earlier finished sweeps beside this one
+        with the same config and fingerprint (models, engine, hardware), newest first: what they say
+        about the run-to-run noise of the same deployment."""
+        config = self.config
+        if config.analysis.noise_history == 0:
+            return []
+        out: list[RunValue] = []
+        earlier = [s for s in stored_sweeps(self.dir.parent, config.name) if s.id < self.id
+                   and s.record.fingerprint == self.record.fingerprint and s.summary is not None]
+        for sweep in earlier[:config.analysis.noise_history]:
+            records = sweep.usable_records
+            samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
+                       for c in sweep.cells if c.key in records}
+            out += earlier_runs(sweep.id, sweep.cells, samples, config.slo, config.analysis)
+        return out
+
+    def analyse(self, cells: Sequence[CellResult] | None = None,
+                records: Mapping[str, Sequence[RequestRecord]] | None = None) -> SweepAnalysis:
+        """The economics core over the stored cells (or ``cells`` and their ``records``): what the
+        aggregate step does once, and the report only for a sweep that wrote no summary."""
+        return analyse_sweep(self.config, self.cells if cells is None else cells,
+                             self.usable_records if records is None else records, self.probes(),
+                             self.quality_answers(), self.engine_checks.findings, self.noise_history())
+
+    def report_data(self) -> ReportData:
+        """The sweep as every reader shows it: the summary's gates, decisions and verdicts when it
+        wrote one (never recomputed), else an analysis of the stored cells, said so."""
+        summary = self.summary
+        if summary is not None and summary.noise:
+            return self._data(summary.gates, summary.equivalence, summary.quality, summary.decisions,
+                              summary.k_policy, summary.mix, summary.noise, f"the sweep's {SUMMARY_FILE}",
+                              summary.notes)
+        analysis = self.analyse()
+        origin = (f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
+                  if summary is None else f"recomputed from the stored cells (its {SUMMARY_FILE} was written before "
+                  "the run-to-run noise was pooled: its decisions followed an older rule)")
+        return self._data(analysis.gates, analysis.equivalence, analysis.quality, analysis.decisions,
+                          analysis.policies, analysis.mix, analysis.noise, origin, analysis.notes)
+
+    def _data(self, gates: dict[str, list[GateResult]], equivalence: list[ArmEquivalence],
+              quality: list[QualityCheck], decisions: list[Decision], policies: list[KPolicyReport],
+              mix: list[MixVerdict], noise: list[RunNoise], source: str, notes: list[str]) -> ReportData:
+        summary = self.summary
+        return ReportData(
+            sweep_id=self.id, sweep_dir=self.dir, config=self.config, config_source=self.record.config_source,
+            fingerprint=self.record.fingerprint, cells=self.cells, records=self.records, gates=gates,
+            equivalence=equivalence, quality=quality, decisions=decisions, policies=policies, mix=mix, noise=noise,
+            decisions_source=source, notes=notes, failed_cells=summary.failed_cells if summary is not None else [],
+            not_measured=summary.not_measured if summary is not None else [], engine_checks=self.engine_checks.checks,
+            server_args=summary.server_args if summary is not None else None)
+
+
+def stored_records(sweep_dir: Path, cells: Sequence[CellResult],
+                   usable_only: bool = True) -> dict[str, list[RequestRecord]]:
+    """Per-request records by cell key, for every (usable) cell whose Parquet file is there."""
+    return {c.key: read_records_parquet(sweep_dir / c.records_file) for c in cells
+            if c.records_file and (c.usable or not usable_only) and (sweep_dir / c.records_file).is_file()}
+

@@ -1,0 +1,131 @@
+"""``tasks.store.sweep.StoredSweep``: the one reader of a stored sweep. With a ``summary.json``
+nothing re-derives what it holds (no gate, no analysis), for every command that reads an earlier
+sweep; ``sweep.json`` holds the config, so a sweep reads the same after its config file moved."""
+
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import specfleet.analysis
+import specfleet.gates
+import specfleet.quality_gates
+import specfleet.stats.equivalence
+import specfleet.stats.quality
+from cli.main import app
+from specfleet.errors import InputError
+from specfleet.plan_timing import PriorTiming
+from tasks.canary.context import CanaryLoad, sweep_context
+from tasks.plan.config import load_sweep_config
+from tasks.plan.estimate import calibrated_timing, prior_timing
+from tasks.report.content import build_content
+from tasks.report.markdown import render_markdown
+from tasks.store.sweep import SWEEP_FORMAT, StoredSweep
+from tests.unit.tasks.adopted_sweep import AdoptedSweep, adopted_sweep
+
+runner = CliRunner()
+ROOT = Path(__file__).parents[3]
+DERIVERS: tuple[Callable[..., object], ...] = (
+    specfleet.analysis.analyse_sweep, specfleet.analysis.decide_sweep, specfleet.analysis.sweep_quality,
+    specfleet.gates.arm_equivalence, specfleet.quality_gates.quality_checks,
+    specfleet.stats.equivalence.greedy_equivalence, specfleet.stats.equivalence.stochastic_equivalence,
+    specfleet.stats.quality.quality_gate)
+"""What makes a gate or a decision: none of it may run while a finished sweep is read."""
+
+
+def demo_prior() -> PriorTiming:
+    """The plan's prior for the demo config (the synthetic sweep's fake models have no architecture);
+    what a calibration on the stored sweep is laid over."""
+    return prior_timing(load_sweep_config(ROOT / "configs" / "demo-cpu.yaml"), ROOT / "configs")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> AdoptedSweep:
+    return adopted_sweep(tmp_path_factory.mktemp("stored"))
+
+
+@contextmanager
+def nothing_derived() -> Iterator[list[str]]:
+    """Every reference to a deriving function, in every loaded project module, made to record its call."""
+    called: list[str] = []
+    patched: list[tuple[object, str, object]] = []
+    for module in [m for name, m in sys.modules.items() if name.split(".")[0] in {"specfleet", "tasks", "cli"}]:
+        for attr, value in list(vars(module).items()):
+            if any(value is f for f in DERIVERS):
+                def record(*_: object, _name: str = attr, **__: object) -> object:
+                    called.append(_name)
+                    raise AssertionError(f"{_name} ran while a stored sweep was read")
+                patched.append((module, attr, value))
+                setattr(module, attr, record)
+    try:
+        yield called
+    finally:
+        for module, attr, value in patched:
+            setattr(module, attr, value)
+
+
+def test_reading_a_finished_sweep_runs_no_gate_and_no_analysis(sweep: AdoptedSweep) -> None:
+    results, sweep_id = str(sweep.results), sweep.sweep_id
+    with nothing_derived() as called:
+        data = StoredSweep.find(sweep_id, sweep.results).report_data()
+        markdown = render_markdown(build_content(data, 0.05), "report.html")  # the report
+        planned = calibrated_timing(StoredSweep.find(sweep_id, sweep.results), demo_prior())  # plan --from
+        predicted = runner.invoke(app, ["predict", sweep_id, "--results-dir", results, "--arm", "draft-k2",
+                                        "--prompt-class", "code", "--concurrency", "2", "--json"])
+        rules = runner.invoke(app, ["monitor", "rules", sweep_id, "--results-dir", results])
+        canary = sweep_context(sweep_id, sweep.results, CanaryLoad(1, None, 4, 0, 8, 0.0), None)
+    assert called == []
+    assert predicted.exit_code == 0 and rules.exit_code == 0, (predicted.output, rules.output)
+    assert planned.calibration.sweep_id == sweep_id
+    assert data.decisions == sweep.summary.decisions and data.gates == sweep.summary.gates
+    assert data.decisions_source == "the sweep's summary.json"
+    assert "draft-k2: greedy_exact_match passed" in markdown and "ngram-k3: greedy_exact_match FAILED" in markdown
+    assert canary.arm == "draft-k2"
+
+
+def test_a_sweep_without_a_summary_is_analysed_and_says_so(sweep: AdoptedSweep, tmp_path: Path) -> None:
+    copy = tmp_path / sweep.sweep_id
+    shutil.copytree(sweep.plan.store.dir, copy)
+    (copy / "summary.json").unlink()
+    with nothing_derived() as called, pytest.raises(AssertionError, match="analyse_sweep ran"):
+        StoredSweep(copy).report_data()
+    assert called == ["analyse_sweep"]
+    data = StoredSweep(copy).report_data()
+    assert data.decisions_source.startswith("recomputed from the stored cells (the sweep wrote no summary.json")
+    assert [(d.verdict, d.reason_code) for d in data.decisions] == [
+        (d.verdict, d.reason_code) for d in sweep.summary.decisions]
+
+
+def test_the_timing_a_budget_reads_comes_from_records_and_arm_timings(sweep: AdoptedSweep) -> None:
+    stored = StoredSweep(sweep.plan.store.dir)
+    prior = demo_prior()
+    with nothing_derived() as called:
+        timing = calibrated_timing(stored, prior, [sweep.summary])
+    assert called == [] and timing.calibration.sweep_id == sweep.sweep_id
+
+
+def test_sweep_json_holds_the_config_so_a_moved_config_changes_nothing(sweep: AdoptedSweep, tmp_path: Path) -> None:
+    record = json.loads((sweep.plan.store.dir / "sweep.json").read_text())
+    assert record["format"] == SWEEP_FORMAT and record["config_source"] == str((sweep.root / "sweep.yaml").resolve())
+    copy = tmp_path / sweep.sweep_id
+    shutil.copytree(sweep.plan.store.dir, copy)
+    (copy / "sweep.json").write_text(json.dumps(record | {"config_source": str(tmp_path / "gone.yaml")}))
+    stored = StoredSweep(copy)
+    assert stored.config == sweep.plan.config
+    assert stored.report_data().decisions == sweep.summary.decisions
+
+
+def test_a_newer_format_is_refused_in_one_line(sweep: AdoptedSweep, tmp_path: Path) -> None:
+    copy = tmp_path / "newer"
+    copy.mkdir()
+    record = json.loads((sweep.plan.store.dir / "sweep.json").read_text())
+    (copy / "sweep.json").write_text(json.dumps(record | {"format": SWEEP_FORMAT + 1}))
+    with pytest.raises(InputError, match=rf"newer/sweep.json: format: {SWEEP_FORMAT + 1} was written by a newer "
+                                         rf"specfleet; this one reads formats 1 to {SWEEP_FORMAT}"):
+        StoredSweep(copy)
+

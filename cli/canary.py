@@ -8,10 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import check_load_flags, exit_on_error
-
-ROLLBACK_EXIT = 1
-"""Exit status of a ``rollback`` verdict, so a rollout step can gate on it (bad input stays 2)."""
+from cli.errors import ExitCode, check_load_flags, exit_on_error
 
 
 def canary(
@@ -75,4 +72,4 @@ def canary(
 
         print_canary(result, canary_dir)
     if result.verdict == "rollback":
-        raise typer.Exit(ROLLBACK_EXIT)
+        raise typer.Exit(ExitCode.ROLLBACK)

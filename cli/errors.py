@@ -17,6 +17,8 @@ class ExitCode(IntEnum):
     INTERNAL = 1
     BAD_INPUT = 2
     FAILED_CELLS = 3
+    ROLLBACK = 4
+    """``specfleet canary``'s ``rollback`` verdict, so a rollout step can gate on it."""
     INTERRUPTED = 130
 
 

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from cli.errors import exit_on_error
-from specfleet.errors import InputError
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -28,14 +27,11 @@ def rules(
 ) -> None:
     """Write Prometheus recording and alerting rules: tokens per decode step below the sweep's
     break-even, or below its own figure by more than its noise floor, per load bucket."""
-    from specfleet.durations import parse_duration_s
+    from specfleet.durations import duration_flag
     from tasks.monitor.rules import rules_yaml, sweep_basis, write_rules
 
     with exit_on_error():
-        try:
-            window_s = parse_duration_s(window)
-        except ValueError as err:
-            raise InputError(f"--window: {err}") from None
+        window_s = duration_flag("--window", window)
         basis, notes = sweep_basis(sweep, results_dir, arm)
         text = rules_yaml(basis, window_s, model, notes)
         if out is not None:

@@ -17,6 +17,21 @@ ConfigArg = Annotated[Path, typer.Argument(help="Sweep config (YAML).")]
 TrackingUri = Annotated[str | None, typer.Option(
     "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).")]
 ResultsDir = Annotated[Path, typer.Option("--results-dir", help="Per-cell results, one folder per sweep.")]
+LOCAL_MLFLOW_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
+
+
+def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
+    """A server is opened in a browser, a local store through ``mlflow ui`` on loopback; either
+    way on the experiment's runs table, where sweeps are compared. Asks the store for the
+    experiment's id, so the command calls it before rendering (``cli.render`` does no I/O)."""
+    from tasks.tracking.runs import experiment_id, experiment_page, shown_uri
+
+    found = experiment_id(tracking_uri, experiment)
+    if tracking_uri.startswith(("http://", "https://")):
+        base = shown_uri(tracking_uri)
+        return f"open {experiment_page(base, found) if found else base}"
+    page = f", then open {experiment_page(LOCAL_MLFLOW_UI, found)}" if found else ""
+    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1{page}"
 
 
 def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path,
@@ -42,7 +57,7 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
         announce_embedded_prefect()
         with ctrl_c_stops_the_sweep():
             summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir), budget, continue_sweep)
-    print_sweep_summary(summary, resolve_uri(tracking_uri))
+    print_sweep_summary(summary, mlflow_ui_hint(resolve_uri(tracking_uri), summary.config_name))
     return summary
 
 
@@ -107,7 +122,7 @@ def revalidate(
             result = revalidate_flow(str(config), check=check, tracking=tracking_uri, results_dir=str(results_dir))
     print(result.verdict)
     if result.sweep is not None:
-        print_sweep_summary(result.sweep, resolve_uri(tracking_uri))
+        print_sweep_summary(result.sweep, mlflow_ui_hint(resolve_uri(tracking_uri), result.sweep.config_name))
         if result.sweep.failed_cells:
             raise typer.Exit(ExitCode.FAILED_CELLS)
 
@@ -146,5 +161,5 @@ def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("resul
     summary = _run_sweep(DEMO_CONFIG, None, tracking_uri, results_dir)
     report_html = report(summary.sweep_id, results_dir=results_dir, tracking_uri=tracking_uri)
     print_answer(summary)
-    print_next_steps(report_html, resolve_uri(tracking_uri), summary.config_name)
+    print_next_steps(report_html, mlflow_ui_hint(resolve_uri(tracking_uri), summary.config_name))
     _exit_for(summary)

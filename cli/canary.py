@@ -8,10 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import check_load_flags, exit_on_error
-
-ROLLBACK_EXIT = 1
-"""Exit status of a ``rollback`` verdict, so a rollout step can gate on it (bad input stays 2)."""
+from cli.errors import ExitCode, check_load_flags, exit_on_error
 
 
 def canary(
@@ -46,33 +43,23 @@ def canary(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Compare a speculative replica with a baseline replica per prompt class: promote, hold or rollback."""
-    from flows.canary import emit_rollback
-    from tasks.canary.context import CanaryLoad, canary_setup, publish
-    from tasks.canary.run import run_canary
+    from flows.canary import run_and_publish
+    from tasks.canary.context import CanaryLoad
 
     with exit_on_error():
         check_load_flags(concurrency, rate)
-        load = CanaryLoad(concurrency, rate, requests, warmup, max_tokens, temperature)
-        api_key = os.environ.get(api_key_env) if api_key_env else None
-        replicas, context = canary_setup(baseline, candidate, model, api_key, prompts, load, from_sweep, arm,
-                                         results_dir, slo_ttft_ms, slo_itl_ms, ca_bundle, insecure)
-        if insecure:
-            context.notes.append("TLS certificates were not verified (--insecure)")
-        result, canary_dir = run_canary(replicas, prompts, load, context, results_dir)
-        params = {"baseline": replicas[0].base_url, "candidate": replicas[1].base_url, "prompts": ",".join(prompts),
-                  "requests": str(requests), "load": f"c{concurrency}" if concurrency else f"r{rate}"}
-        tls = next((r.tls_verification for r in replicas if r.tls_verification), None)
-        if tls is not None:
-            params["tls_verification"] = tls
-        notes = [*publish(result, canary_dir, context.experiment, tracking_uri, params),
-                 *emit_rollback(result, canary_dir)]
-    for note in [*context.notes, *notes]:
+        run = run_and_publish(baseline, candidate, prompts, CanaryLoad(concurrency, rate, requests, warmup, max_tokens,
+                                                                      temperature), results_dir,
+                              model=model, api_key=os.environ.get(api_key_env) if api_key_env else None,
+                              from_sweep=from_sweep, arm=arm, slo_ttft_ms=slo_ttft_ms, slo_itl_ms=slo_itl_ms,
+                              ca_bundle=ca_bundle, insecure=insecure, tracking=tracking_uri)
+    for note in run.notes:
         print(f"note: {note}", file=sys.stderr)
     if as_json:
-        print(json.dumps(result.model_dump(mode="json")))
+        print(json.dumps(run.result.model_dump(mode="json")))
     else:
         from cli.render import print_canary
 
-        print_canary(result, canary_dir)
-    if result.verdict == "rollback":
-        raise typer.Exit(ROLLBACK_EXIT)
+        print_canary(run.result, run.canary_dir)
+    if run.result.verdict == "rollback":
+        raise typer.Exit(ExitCode.ROLLBACK)

@@ -17,6 +17,8 @@ class ExitCode(IntEnum):
     INTERNAL = 1
     BAD_INPUT = 2
     FAILED_CELLS = 3
+    ROLLBACK = 4
+    """``specfleet canary``'s ``rollback`` verdict, so a rollout step can gate on it."""
     INTERRUPTED = 130
 
 
@@ -63,8 +65,9 @@ def _pydantic_line(err: ValidationError) -> str:
 
 
 def check_load_flags(concurrency: int | None, rate: float | None) -> None:
-    """Exactly one of ``--concurrency`` or a positive ``--rate`` (``specfleet measure``, ``canary``)."""
+    """Exactly one of ``--concurrency`` or a positive ``--rate`` (``specfleet measure``, ``canary``,
+    ``predict``; NaN is not positive)."""
     if (concurrency is None) == (rate is None):
         raise InputError("give exactly one of --concurrency or --rate")
-    if rate is not None and rate <= 0:
+    if rate is not None and not rate > 0:
         raise InputError(f"--rate must be positive (got {rate})")

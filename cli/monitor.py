@@ -2,14 +2,32 @@
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cli.errors import exit_on_error
-from specfleet.errors import InputError
+from cli.output import print_json
+
+if TYPE_CHECKING:
+    from specfleet.monitor_basis import MonitorBasis
 
 app = typer.Typer(no_args_is_help=True)
+
+
+def rules_json(basis: "MonitorBasis", window_s: int, model: str | None, notes: list[str],
+               out: Path | None) -> dict[str, Any]:
+    """``specfleet monitor rules --json``: where the rules went (``rules_file``, null without
+    ``--out``), what they watch and with which figures (``basis``), and the rules themselves
+    (Prometheus' rule-file object, as the YAML holds it)."""
+    from specfleet.monitor_rules import AlertingRule, prometheus_rules
+
+    rules = prometheus_rules(basis, window_s, model)
+    alerts = sum(isinstance(r, AlertingRule) for g in rules.groups for r in g.rules)
+    return {"rules_file": None if out is None else str(out), "sweep_id": basis.sweep_id, "arm": basis.arm,
+            "adopted": basis.adopted, "window_s": window_s, "model": model, "alert_expressions": alerts,
+            "notes": notes, "basis": basis.model_dump(mode="json"),
+            "rules": rules.model_dump(mode="json", by_alias=True)}
 
 
 @app.command()
@@ -25,24 +43,26 @@ def rules(
     model: Annotated[str | None, typer.Option(
         "--model", help="Only this served model name (vLLM's model_name label; default: every speculative one).")]
         = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object on stdout: the rule file written (with --out) and the rules.")] = False,
 ) -> None:
     """Write Prometheus recording and alerting rules: tokens per decode step below the sweep's
     break-even, or below its own figure by more than its noise floor, per load bucket."""
-    from specfleet.durations import parse_duration_s
+    from specfleet.durations import duration_flag
     from tasks.monitor.rules import rules_yaml, sweep_basis, write_rules
     from tasks.store.sweep import StoredSweep
 
     with exit_on_error():
-        try:
-            window_s = parse_duration_s(window)
-        except ValueError as err:
-            raise InputError(f"--window: {err}") from None
+        window_s = duration_flag("--window", window)
         basis, notes = sweep_basis(StoredSweep.find(sweep, results_dir).report_data(), arm)
         text = rules_yaml(basis, window_s, model, notes)
         if out is not None:
             write_rules(out, text)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    if as_json:
+        print_json(rules_json(basis, window_s, model, notes, out))
+        return
     if out is None:
         print(text, end="")
         return

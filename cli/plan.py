@@ -7,19 +7,13 @@ from typing import Annotated
 import typer
 
 from cli.errors import exit_on_error
-from specfleet.errors import InputError
 
 
 def budget_seconds(budget: str | None) -> float | None:
     """``--budget`` in seconds; a bad one is an ``InputError`` naming the flag."""
-    from specfleet.durations import parse_duration_s
+    from specfleet.durations import duration_flag
 
-    if budget is None:
-        return None
-    try:
-        return float(parse_duration_s(budget))
-    except ValueError as err:
-        raise InputError(f"--budget: {err}") from None
+    return None if budget is None else float(duration_flag("--budget", budget))
 
 
 def plan(

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import exit_on_error
-from specfleet.errors import InputError
+from cli.errors import check_load_flags, exit_on_error
 
 
 def predict(
@@ -30,10 +29,7 @@ def predict(
     from tasks.store.sweep import StoredSweep
 
     with exit_on_error():
-        if (concurrency is None) == (rate is None):
-            raise InputError("give exactly one of --concurrency or --rate")
-        if rate is not None and not rate > 0:
-            raise InputError(f"--rate must be positive (got {rate})")
+        check_load_flags(concurrency, rate)
         data = StoredSweep.find(sweep, results_dir)
         calibration = calibrate(data.id, data.config, data.cells, data.records, seed=data.config.analysis.seed)
         prediction = run_predict(calibration, PredictionQuery(

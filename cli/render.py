@@ -1,4 +1,6 @@
-"""Rich tables for people; ``--json`` output never goes through here."""
+"""Rich tables for people; ``--json`` output never goes through here. Rendering does no I/O
+beyond the console: what needs a store or a server (the MLflow UI hint) is looked up by the
+command and passed in."""
 
 from typing import TYPE_CHECKING
 
@@ -20,7 +22,6 @@ console = Console()
 WIDE_COLUMNS = 160
 NOT_MEASURED_SHOWN = 20
 """Not-measured cells listed at the end of a sweep; the rest are in summary.md."""
-LOCAL_MLFLOW_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 
 
 def _fmt(value: object) -> str:
@@ -125,11 +126,12 @@ def print_plan(estimate: "SweepEstimate") -> None:
         out.print(f"note: {note}", highlight=False)
 
 
-def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
+def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
     """The verdict at the traffic mix first, then the cell decisions and the gates grouped by
     verdict and reason, and the k policy: one screen for the demo. Long lines are left to the
     terminal to wrap (``soft_wrap``), so a log keeps one line per statement. The per-cell cost table, the
-    negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``."""
+    negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``.
+    ``mlflow_hint``: where the sweep's runs are seen (``cli.sweep.mlflow_ui_hint``)."""
     from tasks.report.headline import MIX_TITLE, grouped_decision_lines, grouped_gate_lines, mix_lines, noise_lines
     from tasks.report.tables import k_policy_lines, not_measured_line, not_measured_title
 
@@ -161,7 +163,7 @@ def print_sweep_summary(summary: "SweepSummary", tracking_uri: str) -> None:
     for note in [*summary.notes, *summary.failed_cells]:
         out.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
     out.print(f"per-cell cost table, negative-result cells and sweep overhead: {summary.results_dir}/summary.md")
-    out.print(f"MLflow UI: {mlflow_ui_hint(tracking_uri, summary.config_name)}", markup=False)
+    out.print(f"MLflow UI: {mlflow_hint}", markup=False)
 
 
 def print_answer(summary: "SweepSummary") -> None:
@@ -174,30 +176,17 @@ def print_answer(summary: "SweepSummary") -> None:
         out.print(f"  {NA}: no verdict at the traffic mix (see the notes above)", markup=False)
 
 
-def print_next_steps(report_html: "Path", tracking_uri: str, experiment: str) -> None:
+def print_next_steps(report_html: "Path", mlflow_hint: str) -> None:
     """The demo's last lines: what a newcomer opens next, and how to run it on their own fleet."""
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)
     out.print("[bold]Next[/bold]")
     for name, text in (
         ("report", str(report_html)),
-        ("MLflow UI", mlflow_ui_hint(tracking_uri, experiment)),
+        ("MLflow UI", mlflow_hint),
         ("your fleet", "copy configs/llama70b-h200.yaml (or the demo's), set its models, prompt classes, traffic and "
                        "prices, then: specfleet validate my.yaml && specfleet plan my.yaml && specfleet sweep my.yaml"),
     ):
         out.print(f"  {name + ':':<12}{text}", markup=False, highlight=False, soft_wrap=True)
-
-
-def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
-    """A server is opened in a browser, a local store through ``mlflow ui`` on loopback; either
-    way on the experiment's runs table, where sweeps are compared."""
-    from tasks.tracking.runs import experiment_id, experiment_page, shown_uri
-
-    found = experiment_id(tracking_uri, experiment)
-    if tracking_uri.startswith(("http://", "https://")):
-        base = shown_uri(tracking_uri)
-        return f"open {experiment_page(base, found) if found else base}"
-    page = f", then open {experiment_page(LOCAL_MLFLOW_UI, found)}" if found else ""
-    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1{page}"
 
 
 def _acceptance(figure: "AcceptanceFigure") -> str:

@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from cli.errors import exit_on_error
+from cli.output import print_json, stdout_to_stderr
 
 DEFAULT_DRAFT_COST_RATIO = 0.05  # the seed's c for its worked grid: an assumption, never a measurement
 
@@ -24,6 +25,8 @@ def report(
     results_dir: Annotated[Path, typer.Option("--results-dir", help="Root of the sweeps' results.")] = Path("results"),
     tracking_uri: TrackingUri = None,
     draft_cost_ratio: DraftCostRatio = DEFAULT_DRAFT_COST_RATIO,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout: the files written.")]
+        = False,
 ) -> Path:
     """Write the sweep's report (decision, heat maps, latency, acceptance, KV, energy, model vs
     measured, negative cells, equivalence, contract) and log it to the sweep's MLflow run."""
@@ -33,13 +36,28 @@ def report(
     from tasks.tracking.runs import tracking_uri as resolve_uri
     from tasks.tracking.runs import use_short_http_retries
 
-    with exit_on_error():
+    with exit_on_error(), stdout_to_stderr(as_json):
         stored = StoredSweep.find(sweep, results_dir)
         other = StoredSweep.find(against, results_dir).report_data() if against else None
         data = stored.report_data()
         files = write_report(build_content(data, draft_cost_ratio, other), out or stored.dir / "report")
-    print(f"report: {files.html}")
-    print(f"summary: {files.markdown}")
-    use_short_http_retries()
-    print(log_to_sweep_run(resolve_uri(tracking_uri), data.config.name, data.sweep_id, [files.html, files.markdown]))
+    if not as_json:
+        print(f"report: {files.html}")
+        print(f"summary: {files.markdown}")
+    with stdout_to_stderr(as_json):
+        use_short_http_retries()
+        mlflow = log_to_sweep_run(resolve_uri(tracking_uri), data.config.name, data.sweep_id,
+                                  [files.html, files.markdown])
+    if as_json:
+        print_json(report_json(data.sweep_id, files.html, files.markdown, None if other is None else other.sweep_id,
+                               mlflow))
+    else:
+        print(mlflow)
     return files.html
+
+
+def report_json(sweep_id: str, html: Path, markdown: Path, against: str | None, mlflow: str) -> dict[str, object]:
+    """``specfleet report --json``: the sweep, the files written, the ``--against`` sweep's id, and the
+    line saying where MLflow has the files or why it does not."""
+    return {"sweep_id": sweep_id, "html": str(html), "markdown": str(markdown), "against": against,
+            "mlflow": mlflow}

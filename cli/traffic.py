@@ -21,17 +21,14 @@ def traffic(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Print the traffic block (token-weighted concurrency shares) of a production vLLM server."""
-    from specfleet.durations import parse_duration_s
+    from specfleet.durations import duration_flag
     from specfleet.traffic_estimate import CLASSES_NOT_VISIBLE, estimate_traffic, traffic_block
     from tasks.monitor.prometheus import PrometheusClient
     from tasks.monitor.traffic import read_server_metrics
     from tasks.plan.config import load_sweep_config
 
     with exit_on_error():
-        try:
-            window_s = parse_duration_s(since)
-        except ValueError as err:
-            raise InputError(f"--since: {err}") from None
+        window_s = duration_flag("--since", since)
         sweep = load_sweep_config(config) if config is not None else None
         if sweep is not None and not sweep.load.concurrency:
             raise InputError(f"{config}: load.concurrency is empty: the estimate snaps to the config's levels")

@@ -13,6 +13,8 @@ deploy step; this names exactly what to deploy.
 
 import json
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from prefect.events import emit_event
 
 from flows.sweep import DEFAULT_RESULTS_DIR
 from specfleet.canary import VERDICT_EVENT, CanaryResult
+from specfleet.class_verdict import load_label
 from specfleet.errors import InputError
 from tasks.canary.context import CanaryLoad, canary_setup, publish
 from tasks.canary.run import run_canary
@@ -45,6 +48,37 @@ def emit_rollback(result: CanaryResult, canary_dir: Path) -> list[str]:
     return []
 
 
+@dataclass(frozen=True)
+class CanaryRun:
+    result: CanaryResult
+    canary_dir: Path
+    notes: list[str]
+    """The setup's, MLflow's and the rollback event's, in that order: for stderr or the flow's log."""
+
+
+def run_and_publish(baseline: str, candidate: str, prompts: Sequence[str], load: CanaryLoad, results_dir: Path, *,
+                    model: str | None = None, api_key: str | None = None, from_sweep: str | None = None,
+                    arm: str | None = None, slo_ttft_ms: float | None = None, slo_itl_ms: float | None = None,
+                    ca_bundle: Path | None = None, insecure: bool = False,
+                    tracking: str | None = None) -> CanaryRun:
+    """The canary, written once for ``specfleet canary`` and ``canary_probe_flow``: check the
+    replicas and the sweep (bad input: ``InputError`` before anything is sent), measure both
+    replicas per class, store the verdict, log it to MLflow and, on ``rollback``, emit the event.
+    The MLflow params name the replicas by their URLs without credentials."""
+    replicas, context = canary_setup(baseline, candidate, model, api_key, prompts, load, from_sweep, arm,
+                                     results_dir, slo_ttft_ms, slo_itl_ms, ca_bundle, insecure)
+    notes = [*context.notes, *(["TLS certificates were not verified (--insecure)"] if insecure else [])]
+    result, canary_dir = run_canary(replicas, prompts, load, context, results_dir)
+    mode, value = ("concurrency", load.concurrency) if load.concurrency is not None else ("rate", load.rate)
+    params = {"baseline": replicas[0].base_url, "candidate": replicas[1].base_url, "prompts": ",".join(prompts),
+              "requests": str(load.requests), "load": load_label(mode, float(value or 0))}
+    tls = next((r.tls_verification for r in replicas if r.tls_verification), None)
+    if tls is not None:
+        params["tls_verification"] = tls
+    notes += [*publish(result, canary_dir, context.experiment, tracking, params), *emit_rollback(result, canary_dir)]
+    return CanaryRun(result, canary_dir, notes)
+
+
 @flow(name="specfleet-canary-probe")
 def canary_probe_flow(prompts: list[str], baseline_url: str | None = None, candidate_url: str | None = None,
                       concurrency: int = 1, requests: int = 16, max_tokens: int = 64,
@@ -59,16 +93,13 @@ def canary_probe_flow(prompts: list[str], baseline_url: str | None = None, candi
         raise InputError(f"canary probe: set baseline_url and candidate_url, or {BASELINE_URL_ENV} and "
                          f"{CANDIDATE_URL_ENV} on the worker")
     load = CanaryLoad(concurrency, None, requests, 2, max_tokens, 0.0)
-    replicas, context = canary_setup(baseline, candidate, None, None, prompts, load, from_sweep, None,
-                                     Path(results_dir), None, None)
-    result, canary_dir = run_canary(replicas, prompts, load, context, Path(results_dir))
+    run = run_and_publish(baseline, candidate, prompts, load, Path(results_dir), from_sweep=from_sweep)
+    result = run.result
     logger = get_run_logger()
     for c in result.classes:
         logger.info("%s: acceptance %s (%s), baseline %s", c.prompt_class, c.candidate_acceptance.value,
                     c.candidate_acceptance.source, c.baseline_acceptance.value)
-    params = {"baseline": replicas[0].base_url, "candidate": replicas[1].base_url}  # never the URLs' credentials
-    for note in [*context.notes, *publish(result, canary_dir, context.experiment, None, params),
-                 *emit_rollback(result, canary_dir)]:
+    for note in run.notes:
         logger.warning(note)
     logger.info("verdict %s: %s", result.verdict, result.reason)
     return result

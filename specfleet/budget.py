@@ -18,8 +18,7 @@ from typing import Literal, TypeVar
 from specfleet.contract import BudgetSpec, CellIdentity, SweepConfig
 from specfleet.contract.base import RecordModel
 from specfleet.contract.workload import AdaptiveStoppingSpec, LoadSpec
-from specfleet.durations import parse_duration_s
-from specfleet.errors import InputError
+from specfleet.durations import duration_flag
 
 BUDGET_HALF_WIDTH = 0.1
 """Adaptive stopping's target under a budget when the config sets none: both decision statistics
@@ -114,10 +113,7 @@ def budgeted(config: SweepConfig, flag: str | None) -> SweepConfig:
     stopping is on; without one, ``config`` as it is. A bad ``flag`` is an ``InputError``."""
     budget = config.budget
     if flag is not None:
-        try:
-            parse_duration_s(flag)
-        except ValueError as err:
-            raise InputError(f"--budget: {err}") from None
+        duration_flag("--budget", flag)
         budget = BudgetSpec(duration=flag)
     if budget is None:
         return config

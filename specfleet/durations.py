@@ -3,6 +3,8 @@
 
 import re
 
+from specfleet.errors import InputError
+
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -13,6 +15,15 @@ def parse_duration_s(text: str) -> int:
     if match is None or int(match.group(1)) == 0:
         raise ValueError(f"{text!r} is not a duration like 30s, 90m, 7h or 1d")
     return int(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def duration_flag(flag: str, text: str) -> int:
+    """A duration flag (``--budget``, ``--since``, ``--window``) in seconds; a bad one is one
+    ``InputError`` naming the flag: ``--budget: '7x' is not a duration like 30s, 90m, 7h or 1d``."""
+    try:
+        return parse_duration_s(text)
+    except ValueError as err:
+        raise InputError(f"{flag}: {err}") from None
 
 
 def format_duration(seconds: int) -> str:

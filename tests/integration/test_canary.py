@@ -29,7 +29,7 @@ def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: st
             results_dir: Path | None = None) -> tuple[int, dict[str, Any]]:
     code, output = reference.cli("canary", "--baseline", baseline, "--candidate", candidate, *LOAD, "--from",
                                  reference.sweep_id, "--json", *extra, results_dir=results_dir)
-    assert code in (0, 1), output[-4000:]
+    assert code in (0, 4), output[-4000:]  # 4: rollback
     (line,) = [line for line in output.splitlines() if line.startswith('{"verdict"')]  # stderr shares the pipe
     return code, json.loads(line)
 
@@ -40,7 +40,7 @@ def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
     code, result = _canary(reference, idle_server("baseline").base_url, idle_server("ngram").base_url,
                            "--arm", "ngram-k3")
     assert result["verdict"] in ("promote", "hold", "rollback") and result["reason"]
-    assert code == (1 if result["verdict"] == "rollback" else 0)
+    assert code == (4 if result["verdict"] == "rollback" else 0)
     assert result["sweep_id"] == reference.sweep_id and result["noise_floor"] is not None
     (row,) = result["classes"]
     assert row["prompt_class"] == "code"
@@ -78,7 +78,7 @@ def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_se
     if result["arm"] is None or break_even is None or row["candidate_tokens_per_step"] >= break_even:
         assert (code, result["verdict"]) == (0, "hold"), result["reason"]
     else:
-        assert (code, result["verdict"]) == (1, "rollback"), result["reason"]
+        assert (code, result["verdict"]) == (4, "rollback"), result["reason"]
         assert row["findings"] == [f"{row['candidate_tokens_per_step']:.2f} tokens per step, below the sweep's "
                                    f"break-even {break_even:.2f}"]
 
@@ -114,7 +114,7 @@ def test_a_class_whose_cells_are_not_usable_is_stored_not_compared_and_never_pro
         assert row[side]["value"] is None and "client saturated" in row[side]["note"]
     assert row["candidate_tokens_per_step"] is None and row["break_even_acceptance"] > 0  # the sweep's, kept
     assert row["quality"]["items"] > 0  # answered apart from the cells, kept, and it still counts
-    assert (code, result["verdict"]) == ((0, "hold") if row["quality"]["passed"] else (1, "rollback")), result["reason"]
+    assert (code, result["verdict"]) == ((0, "hold") if row["quality"]["passed"] else (4, "rollback")), result["reason"]
     assert "code could not be compared (the baseline's cell is invalid: client saturated" in result["reason"]
     (canary_dir,) = results.glob("canary-*")
     store = ResultsStore(results, canary_dir.name)

@@ -125,3 +125,20 @@ def test_an_older_summary_without_server_args_still_names_a_rollback(sweep: Adop
     assert result.stdout.startswith(f"rules: {tmp_path / 'rules' / 'specfleet.yml'} (4 alert expressions")
     rules = yaml.safe_load((tmp_path / "rules" / "specfleet.yml").read_text())
     assert "--speculative-config" not in str(_alerts(rules)[0]["annotations"]["rollback"])  # type: ignore[index]
+
+
+@pytest.mark.parametrize("to_file", [False, True])
+def test_json_is_the_rule_file_written_and_the_rules_the_yaml_holds(sweep: AdoptedSweep, tmp_path: Path,
+                                                                   to_file: bool) -> None:
+    yaml_rules, _ = _rules(sweep, "--window", "45s")
+    out = tmp_path / "rules.yml"
+    result = runner.invoke(app, ["monitor", "rules", sweep.sweep_id, "--results-dir", str(sweep.results),
+                                 "--window", "45s", "--json", *(["--out", str(out)] if to_file else [])])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed["rules_file"] == (str(out) if to_file else None) and out.is_file() == to_file
+    assert printed["rules"] == yaml_rules  # the same object as the YAML, `for` spelled as Prometheus does
+    assert printed["alert_expressions"] == len(_alerts(yaml_rules)) == 4
+    assert (printed["sweep_id"], printed["arm"], printed["adopted"], printed["window_s"]) == (
+        sweep.sweep_id, "draft-k2", True, 45)
+    assert [b["concurrency"] for b in printed["basis"]["buckets"]] == [1, 4]

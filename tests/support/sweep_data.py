@@ -8,6 +8,7 @@ from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
+from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.store.results import ResultsStore
 
 MS = 1_000_000
@@ -78,3 +79,13 @@ def store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, ke
                          records_file=records_file, started_at=f"t-{key}")
     store.write_cell(cell)
     return cell
+
+
+def stored_sweep(root: Path, failed: bool = False) -> SweepPlan:
+    """The ``write_config`` sweep planned under ``root / "results"`` with every cell stored: the
+    baseline's chunks 5 ms apart, the draft's two tokens a chunk 8 ms apart."""
+    plan = plan_sweep(write_config(root), None, root / "results")
+    for key, ident in plan.cells.items():
+        reqs = records(5) if ident.k is None else records(8, tokens_per_chunk=2)
+        store_cell(plan.store, plan.config, ident, key, reqs, status_failed=failed)
+    return plan

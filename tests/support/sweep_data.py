@@ -10,8 +10,8 @@ from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.store.results import ResultsStore
+from tests.support.records import paced_record
 
-MS = 1_000_000
 TOKENS = 8
 
 
@@ -55,15 +55,8 @@ def load(path: Path) -> SweepConfig:
 
 def records(gap_ms: int, tokens_per_chunk: int = 1, n: int = 4) -> list[RequestRecord]:
     """``n`` requests of ``TOKENS`` tokens each, TTFT 10 ms, one chunk every ``gap_ms``."""
-    out = []
-    for i in range(n):
-        send = i * 1000 * MS
-        chunks = TOKENS // tokens_per_chunk
-        times = tuple(send + 10 * MS + j * gap_ms * MS for j in range(chunks))
-        out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, chunk_ns=times,
-                                 chunk_tokens=(tokens_per_chunk,) * chunks, end_ns=times[-1],
-                                 usage_completion_tokens=TOKENS, finish_reason="length", max_tokens=TOKENS))
-    return out
+    return [paced_record(i, gap_ms, TOKENS // tokens_per_chunk, tokens_per_chunk, usage_completion_tokens=TOKENS,
+                         finish_reason="length", max_tokens=TOKENS) for i in range(n)]
 
 
 def store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, key: str,

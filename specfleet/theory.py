@@ -1,15 +1,10 @@
-"""The seed's theoretical worksheet: speedup, best k, break-even alpha, Table 3, and the
-modelled alpha implied by a measured mean acceptance length.
+"""The seed's theoretical worksheet: speedup, best k, break-even alpha, the speedup grid, and
+the modelled alpha implied by a measured mean acceptance length.
 
-Two acceptance figures exist and must never be mixed (seed: "Four quantities replace one"):
-
-- ``ModelledAlpha``: the per-position acceptance probability of the closed-form model,
-  which assumes independent acceptances. Only the formula takes it.
-- ``ObservedAcceptanceRate``: the telemetry fraction r = accepted / proposed draft tokens.
-  It feeds only the fixed-k worksheet threshold ``r > c + v``.
-
-They are distinct types, so mypy rejects one where the other is expected, and the
-functions check at run time too.
+``ModelledAlpha`` is the per-position acceptance probability of the closed-form model, which
+assumes independent acceptances; it is not the telemetry fraction r = accepted / proposed draft
+tokens (seed: "Four quantities replace one"). Only the formula takes it: it is its own type, so
+mypy rejects a bare rate, and the functions check at run time too.
 """
 
 from collections.abc import Sequence
@@ -33,30 +28,10 @@ class ModelledAlpha:
 
 
 @dataclass(frozen=True, slots=True)
-class ObservedAcceptanceRate:
-    """Telemetry fraction r = accepted / proposed draft tokens, in [0, 1]."""
-
-    value: float
-
-    def __post_init__(self) -> None:
-        _unit_interval("acceptance rate r", self.value)
-
-
-@dataclass(frozen=True, slots=True)
 class GridPoint:
     alpha: float
     k: int
     speedup: float
-
-
-@dataclass(frozen=True, slots=True)
-class Table3Row:
-    """One alpha row of seed Table 3: S for each k, plus the k = stress_k stress columns."""
-
-    alpha: float
-    speedup_by_k: dict[int, float]
-    speedup_c_doubled: float
-    speedup_v_added: float
 
 
 def _unit_interval(name: str, value: float) -> None:
@@ -143,40 +118,3 @@ def _alpha_with_tokens(tokens: float, k: int) -> float:
 def speedup_grid(alphas: Sequence[float], ks: Sequence[int], c: float, v: float = 0.0) -> list[GridPoint]:
     """S over alpha x k, alpha-major (seed Table 3 layout)."""
     return [GridPoint(a, k, net_speedup(ModelledAlpha(a), k, c, v)) for a in alphas for k in ks]
-
-
-def table3(
-    alphas: Sequence[float] = (0.5, 0.6, 0.7, 0.8, 0.9),
-    ks: Sequence[int] = (1, 2, 3, 4, 5, 6, 7),
-    c: float = 0.05,
-    stress_k: int = 4,
-    stress_v: float = 0.25,
-) -> list[Table3Row]:
-    """Seed Table 3: S at v = 0 over alpha x k, plus k = stress_k with c doubled and with v added."""
-    rows = []
-    for a in alphas:
-        alpha = ModelledAlpha(a)
-        rows.append(Table3Row(
-            alpha=a,
-            speedup_by_k={k: net_speedup(alpha, k, c) for k in ks},
-            speedup_c_doubled=net_speedup(alpha, stress_k, 2 * c),
-            speedup_v_added=net_speedup(alpha, stress_k, c, stress_v),
-        ))
-    return rows
-
-
-def measured_decode_speedup(mean_acceptance_length: float, step_cost_ratio: float) -> float:
-    """Mean acceptance length (bonus token included) / (speculative iteration / baseline step)."""
-    if not mean_acceptance_length >= 1.0:
-        raise InputError(f"mean acceptance length must be >= 1 (got {mean_acceptance_length!r})")
-    if not step_cost_ratio > 0.0:
-        raise InputError(f"step cost ratio must be positive (got {step_cost_ratio!r})")
-    return mean_acceptance_length / step_cost_ratio
-
-
-def fixed_k_breaks_even(r: ObservedAcceptanceRate, c: float, v: float = 0.0) -> bool:
-    """Seed worksheet: L = 1 + k r beats the step cost 1 + k(c + v) exactly when r > c + v."""
-    if not isinstance(r, ObservedAcceptanceRate):
-        raise TypeError(f"expected ObservedAcceptanceRate, got {type(r).__name__}")
-    _check_costs(1, c, v)
-    return r.value > c + v

@@ -28,7 +28,7 @@ from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.tracking.runs import experiment_page, log_cell_runs, log_sweep_summary, open_sweep_run
 from tests.integration.reference import Tracking
-from tests.unit.tasks.sweep_data import records, store_cell, write_config
+from tests.support.sweep_data import records, store_cell, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from specfleet.monitor_rules import BELOW_BREAK_EVEN, DRIFT
-from tests.unit.tasks.adopted_sweep import adopted_sweep
+from tests.support.adopted_sweep import adopted_sweep
 
 pytestmark = pytest.mark.integration
 

@@ -68,3 +68,40 @@ def test_no_decision_reads_a_prediction() -> None:
     for source in DECIDERS:
         reached = _reaches(ROOT / source)
         assert not {m for m in reached if m.startswith("specfleet.perfmodel") or m == "tasks.report.predicted"}, source
+
+
+def _test_imports(path: Path, source: str | None = None) -> list[str]:
+    """What a module under tests/ must not import: another test module (a ``test_*`` module
+    anywhere on the dotted path), or, outside tests/unit, anything from tests.unit."""
+    tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"))
+    package = list(path.relative_to(ROOT).parent.parts)
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            names |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
+    outside_unit = path.relative_to(ROOT).parts[:2] != ("tests", "unit")
+    return sorted(name for name in names if name.split(".")[0] == "tests" and (
+        any(part.startswith("test_") for part in name.split("."))
+        or (outside_unit and (name == "tests.unit" or name.startswith("tests.unit.")))))
+
+
+def test_test_modules_share_helpers_only_through_tests_support() -> None:
+    """No module under tests/ imports a ``test_*`` module, and tests/integration and tests/support
+    import nothing from tests/unit: what test modules share lives in tests/support/."""
+    integration, unit = ROOT / "tests/integration/test_x.py", ROOT / "tests/unit/tasks/test_x.py"
+    assert _test_imports(integration, "from tests.unit.tasks.sweep_data import records") == [
+        "tests.unit.tasks.sweep_data", "tests.unit.tasks.sweep_data.records"]
+    assert _test_imports(unit, "from tests.unit.tasks.sweep_data import records") == []
+    assert _test_imports(unit, "from tests.unit.tasks import test_loadgen_sse") == [
+        "tests.unit.tasks.test_loadgen_sse"]
+    assert _test_imports(unit, "from .test_loadgen_sse import CHAT_STREAM") == [
+        "tests.unit.tasks.test_loadgen_sse", "tests.unit.tasks.test_loadgen_sse.CHAT_STREAM"]
+    assert _test_imports(unit, "import tests.unit.specfleet.test_variance") == ["tests.unit.specfleet.test_variance"]
+    modules = sorted((ROOT / "tests").rglob("*.py"))
+    assert len(modules) > 100
+    offenders = {str(p.relative_to(ROOT)): found for p in modules if (found := _test_imports(p))}
+    assert offenders == {}

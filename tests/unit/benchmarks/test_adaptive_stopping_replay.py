@@ -12,7 +12,8 @@ from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.results.records import RequestRecord
 from tasks.plan.sweep_plan import SWEEP_FILE
 from tasks.store.results import ResultsStore
-from tests.unit.tasks.sweep_data import MS, load, records, store_cell, write_config
+from tests.support.records import MS
+from tests.support.sweep_data import load, records, store_cell, write_config
 
 SLO = SLOSpec(ttft_ms=50, itl_ms=20)  # the fixture config's SLO
 

@@ -1,6 +1,6 @@
 """The performance model's accuracy benchmark (``benchmarks/model_accuracy.py``): its fit subset,
 the plain predictors, the figures over hand-made cells, and one end-to-end run on a synthetic
-engine whose step time and acceptance are known (``tests/unit/specfleet/perf_engine.py``)."""
+engine whose step time and acceptance are known (``tests/support/perf_engine.py``)."""
 
 import io
 import json
@@ -31,7 +31,7 @@ from specfleet.errors import InputError
 from specfleet.perfmodel.accuracy import Score
 from specfleet.results import CellResult
 from specfleet.results.records import RequestRecord
-from tests.unit.specfleet.perf_engine import TrueLaw, engine_cell, run_engine
+from tests.support.perf_engine import TrueLaw, engine_cell, run_engine
 
 SMALL = """
 name: small

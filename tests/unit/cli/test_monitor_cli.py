@@ -1,5 +1,5 @@
 """``specfleet monitor rules`` over a stored synthetic sweep that adopted draft-k2
-(``tests/unit/tasks/adopted_sweep.py``), and the speculation-off arguments every sweep stores."""
+(``tests/support/adopted_sweep.py``), and the speculation-off arguments every sweep stores."""
 
 import json
 import shlex
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from cli.main import app
 from specfleet.summary import SweepSummary
 from tasks.report.markdown import summary_markdown
-from tests.unit.tasks.adopted_sweep import GAP_MS, AdoptedSweep, adopted_sweep
+from tests.support.adopted_sweep import GAP_MS, AdoptedSweep, adopted_sweep
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from tests.unit.cli.test_predict_cli import _sweep
+from tests.support.sweep_data import stored_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = str(ROOT / "configs" / "demo-cpu.yaml")
@@ -53,7 +53,7 @@ def test_the_h200_matrix_is_days_of_a_node_and_its_baseline_stages_run_on_four_r
 
 
 def test_a_plan_calibrated_on_a_stored_sweep_names_it(tmp_path: Path) -> None:
-    sweep_dir = _sweep(tmp_path).store.dir
+    sweep_dir = stored_sweep(tmp_path).store.dir
     plan = _plan(DEMO, "--from", str(sweep_dir))
     assert plan["basis"] == f"calibrated on {sweep_dir.name}"
 

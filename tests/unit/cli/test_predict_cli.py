@@ -1,4 +1,4 @@
-"""`specfleet predict` on a small stored sweep (tests/unit/tasks/sweep_data.py): the JSON keys, the
+"""`specfleet predict` on a small stored sweep (tests/support/sweep_data.py): the JSON keys, the
 PREDICTED table, what it extrapolates, and bad input as one line with exit 2."""
 
 import json
@@ -8,25 +8,16 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tests.unit.tasks.sweep_data import records, store_cell, write_config
+from tests.support.sweep_data import stored_sweep
 
 runner = CliRunner()
 KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s", "qualified_tokens_per_s",
         "mean_acceptance_length", "speedup", "interval", "calibrated_on", "extrapolates", "predicted")
 
 
-def _sweep(root: Path, failed: bool = False) -> SweepPlan:
-    plan = plan_sweep(write_config(root), None, root / "results")
-    for key, ident in plan.cells.items():
-        reqs = records(5) if ident.k is None else records(8, tokens_per_chunk=2)
-        store_cell(plan.store, plan.config, ident, key, reqs, status_failed=failed)
-    return plan
-
-
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _sweep(tmp_path_factory.mktemp("predict")).store.dir
+    return stored_sweep(tmp_path_factory.mktemp("predict")).store.dir
 
 
 def _predict(sweep: Path | str, *extra: str) -> tuple[int, str, str]:
@@ -97,6 +88,6 @@ def test_an_unknown_sweep_is_one_line_and_exit_2(sweep_dir: Path) -> None:
 
 
 def test_a_sweep_without_usable_cells_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    folder = _sweep(tmp_path, failed=True).store.dir
+    folder = stored_sweep(tmp_path, failed=True).store.dir
     code, _, err = _predict(folder, "--arm", "draft", "--prompt-class", "code", "--concurrency", "1")
     assert code == 2 and "no usable cell" in err and len(err.strip().splitlines()) == 1

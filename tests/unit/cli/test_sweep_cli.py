@@ -7,7 +7,7 @@ import typer
 from typer.testing import CliRunner
 
 from cli.sweep import revalidate, sweep
-from tests.unit.tasks.sweep_data import write_config
+from tests.support.sweep_data import write_config
 
 runner = CliRunner()
 

@@ -29,6 +29,7 @@ from specfleet.contract.workload import SLOSpec
 from specfleet.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import SPEC_KEY_PREFIX, UNCOUNTED_CHUNKS_KEY, RequestRecord
+from tests.support.records import request_record
 
 MS = 1_000_000
 
@@ -38,10 +39,9 @@ def record(chunk_tokens: tuple[int, ...], index: int = 0, spec: dict[str, float]
     """A request whose i-th content chunk arrived at 10 + i ms carrying ``chunk_tokens[i]``;
     ``spec`` is vLLM's ``metrics.speculative_decoding`` as the SSE parser keeps it."""
     kept = {SPEC_KEY_PREFIX + k: v for k, v in (spec or {}).items()} | (extra or {})
-    return RequestRecord(index=index, prompt_id=f"p{index}", send_ns=0,
-                         chunk_ns=tuple((10 + i) * MS for i in range(len(chunk_tokens))), chunk_tokens=chunk_tokens,
-                         end_ns=(11 + len(chunk_tokens)) * MS, usage_completion_tokens=sum(chunk_tokens),
-                         max_tokens=sum(chunk_tokens), error=error, extra=kept)
+    return request_record(index, tuple((10 + i) * MS for i in range(len(chunk_tokens))), chunk_tokens,
+                          end_ns=(11 + len(chunk_tokens)) * MS, usage_completion_tokens=sum(chunk_tokens),
+                          max_tokens=sum(chunk_tokens), error=error, extra=kept)
 
 
 def vllm_spec(steps: int, accepted: int, k: int = 3) -> dict[str, float]:

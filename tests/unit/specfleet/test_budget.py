@@ -22,7 +22,7 @@ from specfleet.budget import (
 from specfleet.contract import CellIdentity, LoadSpec
 from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.errors import InputError
-from tests.unit.tasks.sweep_data import load, write_config
+from tests.support.sweep_data import load, write_config
 
 NOW = 1_000_000.0
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False)

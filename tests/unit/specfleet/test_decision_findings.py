@@ -8,7 +8,7 @@ import pytest
 from specfleet.contract import CellIdentity, StochasticTestSpec
 from specfleet.gates import EquivalenceProbe
 from specfleet.mix_verdict import MixVerdict
-from tests.unit.specfleet.synthetic_sweep import Sweep, bracketed, config, history
+from tests.support.synthetic_sweep import Sweep, bracketed, config, history
 
 CLASS_RATE = {"code": 100.0, "extraction": 140.0, "chat": 80.0, "rag": 120.0}
 

@@ -9,7 +9,7 @@ from scipy import stats
 from specfleet.decision_rule import Claim, ClaimResult, Family
 from specfleet.stats.runs import RunValue
 from specfleet.stats.variance import estimate_noise
-from tests.unit.specfleet.test_variance import config, runs
+from tests.support.noise_runs import config, runs
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE

@@ -12,7 +12,7 @@ from specfleet.gates import EquivalenceProbe
 from specfleet.results import RequestRecord
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
-from tests.unit.specfleet.synthetic_sweep import Sweep, bracketed, config, history
+from tests.support.synthetic_sweep import Sweep, bracketed, config, history
 
 CFG = config(loads=(4,))
 CLASS_RATE = {"code": 100.0, "extraction": 140.0, "chat": 80.0}

@@ -7,7 +7,7 @@ from specfleet.decisions import Decision
 from specfleet.errors import InputError
 from specfleet.kpolicy import compare_policies, k_policy_reports, peer_k_policy, specfleet_k_policy
 from specfleet.results.cell import CellResult
-from tests.unit.specfleet.synthetic_sweep import DRAFT, NGRAM, Sweep, config, history
+from tests.support.synthetic_sweep import DRAFT, NGRAM, Sweep, config, history
 
 CONFIG = config(classes=("code", "chat"), loads=(1, 4, 16), arms=(DRAFT, NGRAM))
 CONFIG = CONFIG.model_copy(update={

@@ -26,6 +26,7 @@ from specfleet.metrics import (
 )
 from specfleet.results.cell import SERVER_DIED, CellResult, EnergyReading, PercentileEstimate, judge_cell
 from specfleet.results.records import RequestRecord
+from tests.support.records import request_record
 
 MS = 1_000_000  # ns per ms: fixtures are written in ms, stored as exact integer ns
 
@@ -45,9 +46,8 @@ def create_record(
     chunks = [(110, 1)] if chunks is None else chunks
     streamed = sum(tokens for _, tokens in chunks)
     last_ms = chunks[-1][0] if chunks else send_ms
-    return RequestRecord(
-        index=index, prompt_id=f"p{index}", send_ns=send_ms * MS,
-        chunk_ns=tuple(at * MS for at, _ in chunks), chunk_tokens=tuple(t for _, t in chunks),
+    return request_record(
+        index, tuple(at * MS for at, _ in chunks), tuple(t for _, t in chunks), send_ns=send_ms * MS,
         end_ns=(end_ms if end_ms is not None else last_ms + 1) * MS,
         usage_completion_tokens=streamed if usage == -1 else usage,
         error=error, max_tokens=max_tokens, extra=extra or {},
@@ -348,9 +348,8 @@ def _random_records(rng: np.random.Generator, count: int) -> list[RequestRecord]
         gaps = rng.choice([0, int(rng.integers(1, 5 * MS)), int(rng.integers(1, 200 * MS))], size=chunks)
         arrivals = send_ns + int(rng.integers(0, 500 * MS)) + np.cumsum(gaps) - (gaps[0] if chunks else 0)
         tokens = rng.choice([0, 1, 1, 1, 2, 5, -1], size=chunks) if rng.random() < 0.3 else np.ones(chunks, int)
-        records.append(RequestRecord(
-            index=index, prompt_id=f"p{index}", send_ns=send_ns,
-            chunk_ns=tuple(int(a) for a in arrivals), chunk_tokens=tuple(int(t) for t in tokens),
+        records.append(request_record(
+            index, tuple(int(a) for a in arrivals), tuple(int(t) for t in tokens), send_ns=send_ns,
             end_ns=int(arrivals[-1]) + 1 if chunks else send_ns + 1,
             usage_completion_tokens=None if rng.random() < 0.2 else int(max(0, tokens.sum())),
             error="HTTP 500" if rng.random() < 0.1 else None,

@@ -10,6 +10,7 @@ from specfleet.monitor_basis import LoadBucket, MonitorBasis, decode_tokens_per_
 from specfleet.monitor_rules import BELOW_BREAK_EVEN, DRIFT, AlertingRule, RecordingRule, prometheus_rules
 from specfleet.results.records import RequestRecord
 from specfleet.traffic_estimate import nearest_level
+from tests.support.records import request_record
 
 
 @pytest.mark.parametrize("levels", [[1, 4], [1, 2, 8, 32], [4]])
@@ -24,9 +25,7 @@ def test_a_running_mean_falls_in_the_bucket_of_its_nearest_level(levels: list[in
 
 def _record(chunks: tuple[int, ...], ok: bool = True) -> RequestRecord:
     times = tuple(range(1, len(chunks) + 1))
-    return RequestRecord(index=0, prompt_id="p", send_ns=0, chunk_ns=times, chunk_tokens=chunks,
-                         end_ns=times[-1], usage_completion_tokens=sum(chunks), finish_reason="length",
-                         error=None if ok else "boom")
+    return request_record(0, times, chunks, prompt_id="p", finish_reason="length", error=None if ok else "boom")
 
 
 def test_tokens_per_decode_step_leave_out_each_first_chunk_and_keep_the_last() -> None:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specfleet.perfmodel.step_time import StepBatch, StepObservation, fit_step_law
-from tests.unit.specfleet.perf_engine import TrueLaw
+from tests.support.perf_engine import TrueLaw
 
 LAW = TrueLaw()
 

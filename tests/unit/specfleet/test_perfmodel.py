@@ -10,7 +10,7 @@ from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, PredictionQuery, Predictor, calibrate, predict
 from specfleet.results import CellResult
 from specfleet.results.records import RequestRecord
-from tests.unit.specfleet.perf_engine import TrueLaw, engine_cell, run_engine
+from tests.support.perf_engine import TrueLaw, engine_cell, run_engine
 
 CONFIG = """
 name: synthetic

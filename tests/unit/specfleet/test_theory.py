@@ -1,4 +1,4 @@
-"""The seed's worksheet: worked numbers, Table 3 and the formula's properties."""
+"""The seed's worksheet: worked numbers and the formula's properties."""
 
 import math
 
@@ -9,15 +9,11 @@ from hypothesis import strategies as st
 from specfleet.errors import InputError
 from specfleet.theory import (
     ModelledAlpha,
-    ObservedAcceptanceRate,
     best_k,
     breakeven_alpha,
-    fixed_k_breaks_even,
     implied_alpha,
-    measured_decode_speedup,
     net_speedup,
     speedup_grid,
-    table3,
     tokens_per_step,
 )
 
@@ -48,20 +44,6 @@ def test_seed_breakeven_is_the_root_rounded_up_to_two_decimals(v: float, seed_al
 def test_seed_heavy_draft_best_case() -> None:
     k, speedup = best_k(ModelledAlpha(0.5), 0.10)
     assert (k, round(speedup, 2)) == (2, 1.46)
-
-
-def test_table3_shape_and_readings() -> None:
-    rows = {row.alpha: row for row in table3()}
-    half, high = rows[0.5].speedup_by_k, rows[0.9].speedup_by_k
-    assert max(half, key=lambda k: half[k]) == 3  # peaks at k = 3
-    assert max(high, key=lambda k: high[k]) == 7  # still rising at k = 7
-    doubled = [row.speedup_by_k[4] - row.speedup_c_doubled for row in rows.values()]
-    assert min(doubled) >= 0.2
-    assert max(doubled) <= 0.5
-    verify = [row.speedup_by_k[4] - row.speedup_v_added for row in rows.values()]
-    assert min(verify) >= 0.7
-    assert max(verify) <= 1.6
-    assert rows[0.5].speedup_v_added < 1.0
 
 
 def test_grid_is_alpha_major() -> None:
@@ -119,21 +101,7 @@ def test_free_draft_breaks_even_at_zero() -> None:
 
 def test_telemetry_rate_cannot_enter_the_formula() -> None:
     with pytest.raises(TypeError, match="never feed r"):
-        net_speedup(ObservedAcceptanceRate(0.7), 4, 0.05)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        fixed_k_breaks_even(ModelledAlpha(0.7), 0.05)  # type: ignore[arg-type]
-
-
-def test_fixed_k_worksheet_threshold() -> None:
-    assert fixed_k_breaks_even(ObservedAcceptanceRate(0.06), 0.05)
-    assert not fixed_k_breaks_even(ObservedAcceptanceRate(0.05), 0.05)
-    assert not fixed_k_breaks_even(ObservedAcceptanceRate(0.3), 0.05, 0.25)
-
-
-def test_measured_decode_speedup() -> None:
-    assert measured_decode_speedup(2.5, 1.25) == 2.0
-    with pytest.raises(InputError, match="step cost ratio"):
-        measured_decode_speedup(2.0, 0.0)
+        net_speedup(0.7, 4, 0.05)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.1, float("nan")])

@@ -20,7 +20,7 @@ from tasks.fixtures.build import fixture_architecture
 from tasks.plan.budget import cell_budget
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
-from tests.unit.tasks.sweep_data import records, store_cell, write_config
+from tests.support.sweep_data import records, store_cell, write_config
 
 
 def _plan(tmp_path: Path, resume: str | None = None) -> SweepPlan:

@@ -9,8 +9,8 @@ import pytest
 from specfleet.contract import arm_plans
 from tasks.engine import features
 from tasks.engine.features import engine_accepts_per_request_spec_metrics, per_request_spec_metrics
-from tests.unit.specfleet.test_server_args import HELP_032
-from tests.unit.tasks.sweep_data import load, write_config
+from tests.support.server_help import HELP_032
+from tests.support.sweep_data import load, write_config
 
 
 def test_read_once_per_engine_version_and_never_cached_when_unread(tmp_path: Path,

@@ -20,7 +20,7 @@ from tasks.plan.engine_check import engine_checks
 from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, plan_sweep
 from tasks.plan.versions import engine_distribution
 from tasks.report.markdown import summary_markdown
-from tests.unit.tasks.sweep_data import records, store_cell, write_config
+from tests.support.sweep_data import records, store_cell, write_config
 
 SAMPLING = "sampling: [{name: greedy, temperature: 0.0}, {name: t1, temperature: 1.0}]\n"
 

@@ -5,8 +5,8 @@ from specfleet.decisions import Decision, Slice
 from specfleet.quality_gates import QualityCheck
 from specfleet.stats.quality import GateResult
 from tasks.report.headline import grouped_decision_lines, grouped_gate_lines, mix_lines
-from tests.unit.specfleet.synthetic_sweep import Sweep
-from tests.unit.specfleet.test_mix_verdict import BASE, CAND, hand_config
+from tests.support.mix_verdict import BASE, CAND, hand_config
+from tests.support.synthetic_sweep import Sweep
 
 GATE = "stochastic_distribution: distributions differ"
 

@@ -26,7 +26,7 @@ from tasks.loadgen import (
     run_load,
 )
 from tasks.loadgen.http import _Connection
-from tests.unit.tasks.test_loadgen_sse import CHAT_STREAM, COMPLETION_STREAM
+from tests.support.sse_streams import CHAT_STREAM, COMPLETION_STREAM
 
 PROMPTS = [PromptItem(id=f"p{i}", prompt=f"prompt {i}", max_tokens=3 if i == 1 else None) for i in range(3)]
 MODEL = "tiny"

@@ -29,7 +29,7 @@ from tasks.engine.server import ArmServer
 from tasks.loadgen import ClosedLoop, LoadResult, RequestSettings, ServerEndpoint, run_load
 from tasks.loadgen.endpoint import tls_failure
 from tasks.loadgen.http import ENOUGH, MORE, HttpError, StreamClient
-from tests.unit.tasks.test_loadgen_sse import COMPLETION_STREAM
+from tests.support.sse_streams import COMPLETION_STREAM
 
 ROOT = Path(__file__).parents[3]
 PACING_SERVER = ROOT / "benchmarks" / "aiohttp_stream_server.py"

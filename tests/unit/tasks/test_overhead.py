@@ -11,7 +11,7 @@ from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.report.tables import OVERHEAD_COLUMNS
-from tests.unit.tasks.sweep_data import write_config
+from tests.support.sweep_data import write_config
 
 
 def test_overhead_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

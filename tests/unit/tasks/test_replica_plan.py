@@ -13,7 +13,7 @@ from specfleet.contract import ArmPlan, SweepConfig, cell_identities
 from tasks.arm import lifecycle
 from tasks.engine.server import ArmServer, ArmStartError
 from tasks.plan.sweep_plan import ArmWork, Phase, SweepPlan, plan_sweep
-from tests.unit.tasks.sweep_data import load, records, store_cell, write_config
+from tests.support.sweep_data import load, records, store_cell, write_config
 
 CPU = "hardware: {accelerator: cpu, "
 SIX_CELLS = "load: {concurrency: [1, 2, 4], requests_per_cell: 4, repeats: 2}"

@@ -38,7 +38,7 @@ from tasks.report.predicted import PredictedView, predicted_view
 from tasks.report.publish import log_to_sweep_run
 from tasks.store.results import ResultsStore
 from tasks.store.sweep import StoredSweep
-from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
+from tests.support.sweep_data import TOKENS, fake_models, records
 
 CONFIG = """
 name: report-sweep

@@ -26,7 +26,7 @@ from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.report.content import build_content
 from tasks.report.markdown import render_markdown
 from tasks.store.sweep import SWEEP_FORMAT, StoredSweep
-from tests.unit.tasks.adopted_sweep import AdoptedSweep, adopted_sweep
+from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[3]

@@ -15,7 +15,7 @@ from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.report.tables import COST_COLUMNS, markdown_table
 from tasks.store.results import ResultsStore
-from tests.unit.tasks.sweep_data import records, store_cell, write_config
+from tests.support.sweep_data import records, store_cell, write_config
 
 
 def _plan(tmp_path: Path, resume: str | None = None) -> SweepPlan:

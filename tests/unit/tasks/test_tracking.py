@@ -11,7 +11,7 @@ from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.tracking.runs import close_sweep_run, last_validated, log_cell_runs, log_sweep_summary, open_sweep_run
-from tests.unit.tasks.sweep_data import records, store_cell, write_config
+from tests.support.sweep_data import records, store_cell, write_config
 
 
 def test_parent_children_tables_and_last_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ from tasks.tracking.names import (
     quality_metrics,
     quality_tags,
 )
-from tests.unit.tasks.sweep_data import load, records, store_cell, write_config
+from tests.support.sweep_data import load, records, store_cell, write_config
 
 BASE = CellIdentity(arm="baseline", method="baseline", k=None, load_mode="concurrency", load_value=1,
                     prompt_class="code", sampling="default", repeat=0)
@@ -127,8 +127,8 @@ def test_acceptance_metrics_per_arm_class_and_sampling(tmp_path: Path) -> None:
 
 def test_mix_metrics_per_arm_and_policy_and_absent_when_no_figure() -> None:
     from tasks.tracking.names import mix_metrics
-    from tests.unit.specfleet.synthetic_sweep import Sweep
-    from tests.unit.specfleet.test_mix_verdict import BASE, CAND, hand_config, verdict
+    from tests.support.mix_verdict import BASE, CAND, hand_config, verdict
+    from tests.support.synthetic_sweep import Sweep
 
     cfg = hand_config()
     arm = verdict(cfg, BASE, CAND)

@@ -16,7 +16,7 @@ from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
 from tasks.store.results import atomic_write_text
-from tests.unit.tasks.sweep_data import records, store_cell, write_config
+from tests.support.sweep_data import records, store_cell, write_config
 
 ROOT = Path(__file__).resolve().parents[3]
 

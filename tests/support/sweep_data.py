@@ -8,9 +8,10 @@ from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
+from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.store.results import ResultsStore
+from tests.support.records import paced_record
 
-MS = 1_000_000
 TOKENS = 8
 
 
@@ -54,15 +55,8 @@ def load(path: Path) -> SweepConfig:
 
 def records(gap_ms: int, tokens_per_chunk: int = 1, n: int = 4) -> list[RequestRecord]:
     """``n`` requests of ``TOKENS`` tokens each, TTFT 10 ms, one chunk every ``gap_ms``."""
-    out = []
-    for i in range(n):
-        send = i * 1000 * MS
-        chunks = TOKENS // tokens_per_chunk
-        times = tuple(send + 10 * MS + j * gap_ms * MS for j in range(chunks))
-        out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, chunk_ns=times,
-                                 chunk_tokens=(tokens_per_chunk,) * chunks, end_ns=times[-1],
-                                 usage_completion_tokens=TOKENS, finish_reason="length", max_tokens=TOKENS))
-    return out
+    return [paced_record(i, gap_ms, TOKENS // tokens_per_chunk, tokens_per_chunk, usage_completion_tokens=TOKENS,
+                         finish_reason="length", max_tokens=TOKENS) for i in range(n)]
 
 
 def store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, key: str,
@@ -78,3 +72,13 @@ def store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, ke
                          records_file=records_file, started_at=f"t-{key}")
     store.write_cell(cell)
     return cell
+
+
+def stored_sweep(root: Path, failed: bool = False) -> SweepPlan:
+    """The ``write_config`` sweep planned under ``root / "results"`` with every cell stored: the
+    baseline's chunks 5 ms apart, the draft's two tokens a chunk 8 ms apart."""
+    plan = plan_sweep(write_config(root), None, root / "results")
+    for key, ident in plan.cells.items():
+        reqs = records(5) if ident.k is None else records(8, tokens_per_chunk=2)
+        store_cell(plan.store, plan.config, ident, key, reqs, status_failed=failed)
+    return plan

@@ -18,7 +18,7 @@ from specfleet.results import EnergyReading, SpecDecodeStats
 from specfleet.summary import SweepSummary
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tests.unit.tasks.sweep_data import TOKENS, fake_models, records
+from tests.support.sweep_data import TOKENS, fake_models, records
 
 CONFIG = """
 name: monitor-sweep

@@ -17,8 +17,8 @@ from specfleet.contract import CellIdentity, SLOSpec
 from specfleet.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
+from tests.support.records import MS, request_record
 
-MS = 1_000_000
 Law = Callable[[int, int, int, float], float]
 """(decode sequences, prefill tokens, context tokens, draft tokens verified) -> step ms."""
 
@@ -70,10 +70,9 @@ class _Req:
 
     def record(self) -> RequestRecord:
         chunk_ns = tuple(int(round(c * MS)) for c in self.chunks)
-        return RequestRecord(index=self.index, prompt_id=f"p{self.index}", send_ns=int(round(self.send_ms * MS)),
-                             chunk_ns=chunk_ns, chunk_tokens=tuple(self.tokens), end_ns=chunk_ns[-1],
-                             prompt_tokens=self.prompt, usage_completion_tokens=self.output, finish_reason="length",
-                             max_tokens=self.output)
+        return request_record(self.index, chunk_ns, self.tokens, send_ns=int(round(self.send_ms * MS)),
+                              prompt_tokens=self.prompt, usage_completion_tokens=self.output, finish_reason="length",
+                              max_tokens=self.output)
 
 
 def run_engine(

@@ -17,8 +17,8 @@ from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe
 from specfleet.results import CellResult, EnergyReading, RequestRecord
 from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
+from tests.support.records import MS, request_record
 
-MS = 1_000_000
 TOKENS = 48
 BASE = """
 name: synthetic
@@ -63,12 +63,9 @@ def records(rate_per_request: float, n: int, spread: float, rng: np.random.Gener
         gaps = [gap_ns * (25 if j < long_gaps else 1) for j in range(TOKENS - 1)]
         times = tuple(send + int(first * MS) + int(sum(gaps[:j])) for j in range(TOKENS))
         if i >= n - failed:
-            out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, end_ns=times[-1], error="timeout",
-                                     max_tokens=TOKENS))
+            out.append(request_record(i, send_ns=send, end_ns=times[-1], error="timeout", max_tokens=TOKENS))
             continue
-        out.append(RequestRecord(index=i, prompt_id=f"p{i}", send_ns=send, chunk_ns=times,
-                                 chunk_tokens=(1,) * TOKENS, end_ns=times[-1], usage_completion_tokens=TOKENS,
-                                 finish_reason="length", max_tokens=TOKENS))
+        out.append(request_record(i, times, send_ns=send, finish_reason="length", max_tokens=TOKENS))
     return out
 
 

@@ -17,8 +17,8 @@ from cli.sweep import revalidate_json, sweep_json, sync_json
 from flows.revalidate import Revalidation
 from flows.sync import SyncResult
 from specfleet.summary import SweepSummary
-from tests.unit.tasks.adopted_sweep import AdoptedSweep, adopted_sweep
-from tests.unit.tasks.sweep_data import write_config
+from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
+from tests.support.sweep_data import write_config
 
 runner = CliRunner()
 

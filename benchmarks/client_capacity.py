@@ -51,7 +51,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from specfleet.metrics import NS_PER_MS
+from specfleet.measure.metrics import NS_PER_MS
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
-from specfleet.metrics import NS_PER_MS, Chunks
-from specfleet.prompts import PromptItem
+from specfleet.measure.metrics import NS_PER_MS, Chunks
 from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_async, run_load
 
 REQUEST_TIMEOUT_S = 120.0

@@ -16,7 +16,7 @@ SIMULATED sweeps on REAL noise, decided by specfleet's own code:
   of the same class and load (the nightly's classes and loads mapped onto the stored ones in turn),
   its rate moved by its server's and its window's offsets, and every speculative cell by a true
   speedup exp(theta). Its decisions, verdicts at the mix, k policies and class verdicts come from
-  ``specfleet.analysis.decide_sweep``. Demand is set to 1e9 tokens/s so that whole-replica rounding
+  ``specfleet.verdicts.analysis.decide_sweep``. Demand is set to 1e9 tokens/s so that whole-replica rounding
   is negligible: a true speedup s then saves 1 - 1/s. The equivalence and quality gates pass (their
   own calibration is the stochastic gate's); the stochastic test is off.
 - Truths: theta = g x tau for g in -2 (a loss), 0, 1, 2, 3, tau the run-to-run noise of one window on
@@ -50,19 +50,26 @@ import numpy.typing as npt
 from rich.console import Console
 from rich.table import Table
 
-from specfleet.analysis import Verdicts, decide_sweep
-from specfleet.canary import AcceptanceFigure, PairedClass, canary_family, canary_verdict, class_claims, compare_class
-from specfleet.class_verdict import class_verdicts
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.matrix import ArmPlan, CellIdentity
-from specfleet.evidence import earlier_runs
+from specfleet.production.canary import (
+    AcceptanceFigure,
+    PairedClass,
+    canary_family,
+    canary_verdict,
+    class_claims,
+    compare_class,
+)
 from specfleet.results import CellResult
 from specfleet.stats.bootstrap import Interval
 from specfleet.stats.quality import GateResult, quality_gate
 from specfleet.stats.runs import ConfigKey, Metric, RunValue, config_key, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise, estimate_noise
-from specfleet.traffic import cell_token_shares, effective_mix
+from specfleet.verdicts.analysis import Verdicts, decide_sweep
+from specfleet.verdicts.evidence import earlier_runs
+from specfleet.verdicts.prompt_class import class_verdicts
+from specfleet.verdicts.traffic_mix import cell_token_shares, effective_mix
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import Phase, planned_cells
 from tasks.store.sweep import StoredSweep

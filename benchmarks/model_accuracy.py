@@ -18,7 +18,7 @@ every concurrency), and prints, against the measured held-out cells:
   tolerance of the measured best (the sweep's noise floor there, or 5 % where it has none);
 
 each for the model and two plain predictors side by side (the nearest measured cell of the fitted
-subset; the seed's closed form, ``specfleet/theory.py``, fed with the fitted cells' acceptance),
+subset; the seed's closed form, ``specfleet/economics/theory.py``, fed with the fitted cells' acceptance),
 then a markdown table with the goals, and writes it and every row to
 ``SWEEP_DIR/model_accuracy.json``.
 
@@ -45,6 +45,7 @@ from rich.table import Table
 
 from cli.report import DEFAULT_DRAFT_COST_RATIO
 from specfleet.contract import CellIdentity, SweepConfig, arm_plans
+from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, PredictionQuery, calibrate, predict
 from specfleet.perfmodel.accuracy import (
@@ -61,7 +62,6 @@ from specfleet.perfmodel.accuracy import (
 )
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.noise import baseline_noise, noise_for
-from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup
 from tasks.store.sweep import StoredSweep
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -267,7 +267,7 @@ def nearest_predictor(fitted: Mapping[Point, Figures]) -> Predictor:
 
 @dataclass(frozen=True)
 class ClosedForm:
-    """Plain predictor (b): the seed's S = E(alpha, k) / (1 + k c) (``specfleet.theory``).
+    """Plain predictor (b): the seed's S = E(alpha, k) / (1 + k c) (``specfleet.economics.theory``).
 
     alpha per arm, class and sampling: the modelled alpha implied by each fitted cell's measured
     mean acceptance length at its k, averaged with the cells' drafts as weights. c: 0 for a drafter

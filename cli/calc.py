@@ -9,9 +9,16 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.errors import exit_on_error
-from specfleet.cost import fleet_cost, kv_capacity
+from specfleet.economics.cost import fleet_cost, kv_capacity
+from specfleet.economics.theory import (
+    ModelledAlpha,
+    best_k,
+    breakeven_alpha,
+    net_speedup,
+    speedup_grid,
+    tokens_per_step,
+)
 from specfleet.errors import InputError
-from specfleet.theory import ModelledAlpha, best_k, breakeven_alpha, net_speedup, speedup_grid, tokens_per_step
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 console = Console()

@@ -10,7 +10,7 @@ from rich.console import Console
 from cli.errors import exit_on_error
 
 if TYPE_CHECKING:
-    from specfleet.sweep_estimate import SweepEstimate
+    from specfleet.planning.estimate import SweepEstimate
 
 app = typer.Typer(
     name="specfleet",
@@ -73,7 +73,7 @@ def validate(
             if sweep.equivalence.quality_tolerance is None else f"quality gate: {sets}")
     console.print(f"[green]ok[/green] {config}: {len(arms)} arms ({', '.join(names)}), {cells} cells; {gate}")
     if estimate is not None:
-        from specfleet.sweep_estimate import headline
+        from specfleet.planning.estimate import headline
 
         console.print(f"{headline(estimate)} (`specfleet plan` for stages)", highlight=False)
     else:

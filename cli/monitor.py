@@ -10,7 +10,7 @@ from cli.errors import exit_on_error
 from cli.output import print_json
 
 if TYPE_CHECKING:
-    from specfleet.monitor_basis import MonitorBasis
+    from specfleet.production.monitor_basis import MonitorBasis
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -20,7 +20,7 @@ def rules_json(basis: "MonitorBasis", window_s: int, model: str | None, notes: l
     """``specfleet monitor rules --json``: where the rules went (``rules_file``, null without
     ``--out``), what they watch and with which figures (``basis``), and the rules themselves
     (Prometheus' rule-file object, as the YAML holds it)."""
-    from specfleet.monitor_rules import AlertingRule, prometheus_rules
+    from specfleet.production.prometheus_rules import AlertingRule, prometheus_rules
 
     rules = prometheus_rules(basis, window_s, model)
     alerts = sum(isinstance(r, AlertingRule) for g in rules.groups for r in g.rules)
@@ -48,7 +48,7 @@ def rules(
 ) -> None:
     """Write Prometheus recording and alerting rules: tokens per decode step below the sweep's
     break-even, or below its own figure by more than its noise floor, per load bucket."""
-    from specfleet.durations import duration_flag
+    from specfleet.contract.durations import duration_flag
     from tasks.monitor.rules import rules_yaml, sweep_basis, write_rules
     from tasks.store.sweep import StoredSweep
 

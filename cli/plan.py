@@ -11,7 +11,7 @@ from cli.errors import exit_on_error
 
 def budget_seconds(budget: str | None) -> float | None:
     """``--budget`` in seconds; a bad one is an ``InputError`` naming the flag."""
-    from specfleet.durations import duration_flag
+    from specfleet.contract.durations import duration_flag
 
     return None if budget is None else float(duration_flag("--budget", budget))
 

@@ -13,10 +13,10 @@ from tasks.report.fmt import NA
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from specfleet.canary import AcceptanceFigure, CanaryResult
-    from specfleet.prediction import Bounds, Prediction
-    from specfleet.summary import SweepSummary
-    from specfleet.sweep_estimate import SweepEstimate
+    from specfleet.planning.estimate import SweepEstimate
+    from specfleet.planning.prediction import Bounds, Prediction
+    from specfleet.production.canary import AcceptanceFigure, CanaryResult
+    from specfleet.results.summary import SweepSummary
 
 console = Console()
 WIDE_COLUMNS = 160
@@ -103,7 +103,7 @@ def _compact(count: int) -> str:
 
 def print_plan(estimate: "SweepEstimate") -> None:
     """A sweep's plan: one row per stage and the total, every figure PREDICTED, then its basis."""
-    from specfleet.sweep_estimate import human_duration
+    from specfleet.planning.estimate import human_duration
 
     e = estimate
     table = Table(title=f"PREDICTED plan of {e.config_name} ({e.basis}): {e.accelerators} accelerators held",

@@ -11,7 +11,7 @@ from cli.output import print_json, stdout_to_stderr
 if TYPE_CHECKING:
     from flows.revalidate import Revalidation
     from flows.sync import SyncResult
-    from specfleet.summary import SweepSummary
+    from specfleet.results.summary import SweepSummary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
@@ -65,7 +65,7 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
                budget: str | None = None, continue_sweep: bool = False, as_json: bool = False) -> "SweepSummary":
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
-    from specfleet.budget import budgeted
+    from specfleet.planning.budget import budgeted
     from tasks.cluster.interrupt import ctrl_c_stops_the_sweep
     from tasks.fixtures.progress import BuildDisplay
     from tasks.plan.models import resolve_models

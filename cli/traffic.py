@@ -21,8 +21,8 @@ def traffic(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Print the traffic block (token-weighted concurrency shares) of a production vLLM server."""
-    from specfleet.durations import duration_flag
-    from specfleet.traffic_estimate import CLASSES_NOT_VISIBLE, estimate_traffic, traffic_block
+    from specfleet.contract.durations import duration_flag
+    from specfleet.production.traffic_estimate import CLASSES_NOT_VISIBLE, estimate_traffic, traffic_block
     from tasks.monitor.prometheus import PrometheusClient
     from tasks.monitor.traffic import read_server_metrics
     from tasks.plan.config import load_sweep_config

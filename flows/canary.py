@@ -23,9 +23,9 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.events import emit_event
 
 from flows.sweep import DEFAULT_RESULTS_DIR
-from specfleet.canary import VERDICT_EVENT, CanaryResult
-from specfleet.class_verdict import load_label
 from specfleet.errors import InputError
+from specfleet.production.canary import VERDICT_EVENT, CanaryResult
+from specfleet.verdicts.prompt_class import load_label
 from tasks.canary.context import CanaryLoad, canary_setup, publish
 from tasks.canary.run import run_canary
 from tasks.store.results import atomic_write_text
@@ -41,7 +41,7 @@ def emit_rollback(result: CanaryResult, canary_dir: Path) -> list[str]:
     if not os.environ.get("PREFECT_API_URL"):
         return [f"no PREFECT_API_URL: event {VERDICT_EVENT} not emitted"]
     canary_id = canary_dir.name
-    resource = {"prefect.resource.id": f"specfleet.canary.{canary_id}", "prefect.resource.name": canary_id}
+    resource = {"prefect.resource.id": f"specfleet.production.canary.{canary_id}", "prefect.resource.name": canary_id}
     emit_event(VERDICT_EVENT, resource=resource, payload={
         "canary_id": canary_id, "reason": result.reason, "sweep_id": result.sweep_id, "arm": result.arm,
         "rollback_server_args": result.rollback_server_args, "results_dir": str(canary_dir.parent)})

@@ -1,6 +1,6 @@
 """Revalidation (seed: "Production gates": revalidate after a model, tokenizer, engine or
 speculator change). Compare the current fingerprint with the newest finished sweep's in
-MLflow; when it changed, emit ``specfleet.fingerprint.changed`` (the nightly deployment's
+MLflow; when it changed, emit ``specfleet.contract.fingerprint.changed`` (the nightly deployment's
 trigger, infra/prefect/prefect.yaml) and, unless told not to, run the sweep here.
 """
 
@@ -13,14 +13,14 @@ from pydantic import Field
 
 from flows.sweep import DEFAULT_RESULTS_DIR, sweep_flow
 from specfleet.contract.base import RecordModel
-from specfleet.fingerprint import Fingerprint, changed_parts
-from specfleet.summary import SweepSummary
+from specfleet.contract.fingerprint import Fingerprint, changed_parts
+from specfleet.results.summary import SweepSummary
 from tasks.plan.config import load_sweep_config
 from tasks.plan.fingerprint import compute_fingerprint
 from tasks.plan.models import resolve_models
 from tasks.tracking.runs import last_validated, tracking_uri
 
-EVENT = "specfleet.fingerprint.changed"
+EVENT = "specfleet.contract.fingerprint.changed"
 NEVER_VALIDATED = "no validated sweep"
 
 
@@ -29,7 +29,8 @@ class Revalidation(RecordModel):
     fingerprint: str
     validated_sweep: str | None = Field(description="Newest finished sweep of the experiment, if any.")
     validated_fingerprint: str | None
-    changed: list[str] = Field(description="Changed parts (specfleet.fingerprint.changed_parts); [] unchanged.")
+    changed: list[str] = Field(description="Changed parts (specfleet.contract.fingerprint.changed_parts); "
+                               "[] unchanged.")
     event_emitted: bool = False
     sweep: SweepSummary | None = None
 

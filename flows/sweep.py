@@ -7,7 +7,7 @@
 3. Measure in three stages of Ray tasks: the baseline, every speculative arm side by side,
    the baseline again (its end cells put overnight drift into the noise floor).
    Each finished arm's cells become MLflow child runs. Under a budget a cell that no longer fits
-   is not started (``specfleet.budget``) and is listed as not measured.
+   is not started (``specfleet.planning.budget``) and is listed as not measured.
 4. Aggregate with the economics core: cost table, decisions, negative cells, k policy;
    publish them to MLflow, Prefect artifacts and the results dir.
 """
@@ -21,7 +21,7 @@ from rich.console import Console
 
 from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
 from flows.tracker import SweepTracker
-from specfleet.summary import SweepSummary, run_status
+from specfleet.results.summary import SweepSummary, run_status
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
 from tasks.cluster.session import ray_session

@@ -1,10 +1,10 @@
 """A sweep's wall-clock budget (issue 18, "Run within a budget"): the ``budget`` block.
-``specfleet sweep --budget`` overrides it; what a budget does to a sweep is ``specfleet.budget``."""
+``specfleet sweep --budget`` overrides it; what a budget does to a sweep is ``specfleet.planning.budget``."""
 
 from pydantic import Field, field_validator
 
 from specfleet.contract.base import ContractModel
-from specfleet.durations import parse_duration_s
+from specfleet.contract.durations import parse_duration_s
 
 
 class BudgetSpec(ContractModel):

@@ -41,7 +41,7 @@ class CellIdentity(RecordModel):
     repeat: int
     phase: Literal["main", "baseline_end"] = "main"
     replica_check: bool = False
-    """A baseline cell measured a second time, on another replica (``specfleet.replicas``).
+    """A baseline cell measured a second time, on another replica (``specfleet.planning.replicas``).
     At its default it is left out of the key and the label, so keys of earlier sweeps hold."""
 
     @property

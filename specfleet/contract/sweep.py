@@ -28,7 +28,7 @@ class SweepConfig(ContractModel):
     analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
     traffic: TrafficSpec | None = Field(
         None, description="Production traffic mix the verdict is weighted by; unset: equal class shares and "
-        "the measured loads weighted equally (specfleet.traffic.effective_mix)."
+        "the measured loads weighted equally (specfleet.verdicts.traffic_mix.effective_mix)."
     )
     budget: BudgetSpec | None = Field(
         None, description="Run within a wall-clock budget (specfleet sweep --budget overrides it); unset: every "

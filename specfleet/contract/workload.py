@@ -76,7 +76,7 @@ class PromptClassSpec(ContractModel):
     max_input_tokens: PositiveInt | None = None
     max_output_tokens: PositiveInt = 64
     scored_set: str | None = Field(
-        None, min_length=1, description="Held-out scored set of the quality gate (JSONL, specfleet.scored_set); "
+        None, min_length=1, description="Held-out scored set of the quality gate (JSONL, specfleet.gates.scored_set); "
         "a relative path resolves against the config file's folder, as path does. Unset: the quality gate "
         "cannot run for this class (specfleet.stats.quality.quality_not_run)."
     )

@@ -19,7 +19,7 @@ from specfleet.perfmodel.acceptance import AcceptanceProfile, pool_acceptance
 from specfleet.perfmodel.calibrate import Calibration, calibrate
 from specfleet.perfmodel.predict import PredictionQuery, Predictor, predict
 from specfleet.perfmodel.step_time import StepBatch, StepLaw, fit_step_law
-from specfleet.prediction import Prediction
+from specfleet.planning.prediction import Prediction
 
 __all__ = [
     "AcceptanceProfile", "Calibration", "Prediction", "PredictionQuery", "Predictor", "StepBatch", "StepLaw",

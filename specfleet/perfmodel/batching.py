@@ -18,7 +18,7 @@ first served, ``overhead_ms`` per request (HTTP, parsing, tokenization; fitted t
 requests sent together reach the engine one after another, as the stored cells show.
 
 What it returns are ``RequestRecord`` objects stamped in integer nanoseconds, so
-``specfleet.metrics`` computes the predicted TTFT, ITL, TPOT, E2E, throughput and SLO figures
+``specfleet.measure.metrics`` computes the predicted TTFT, ITL, TPOT, E2E, throughput and SLO figures
 with the very code that computes the measured ones.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from specfleet.metrics import NS_PER_MS
+from specfleet.measure.metrics import NS_PER_MS
 from specfleet.perfmodel.step_time import LinearStep, StepBatch
 from specfleet.results.records import RequestRecord
 

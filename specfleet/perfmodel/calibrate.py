@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from specfleet.contract import CellIdentity, SweepConfig, arm_plans
 from specfleet.errors import InputError
-from specfleet.metrics import NS_PER_S, measured_window_ns, output_tokens, ttft_series_ms
+from specfleet.measure.metrics import NS_PER_S, measured_window_ns, output_tokens, ttft_series_ms
 from specfleet.perfmodel.acceptance import AcceptanceProfile, AcceptanceSample, pool_acceptance
 from specfleet.perfmodel.batching import (
     ClosedLoad,

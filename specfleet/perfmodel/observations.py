@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from specfleet.metrics import NS_PER_MS, output_tokens
+from specfleet.measure.metrics import NS_PER_MS, output_tokens
 from specfleet.perfmodel.step_time import StepBatch, StepObservation
 from specfleet.results.records import RequestRecord
 

@@ -19,9 +19,9 @@ from typing import Literal
 import numpy as np
 
 from specfleet.contract import ArmSpec
-from specfleet.cost import fleet_cost
+from specfleet.economics.cost import fleet_cost
 from specfleet.errors import InputError
-from specfleet.metrics import (
+from specfleet.measure.metrics import (
     e2e_series_ms,
     itl_per_chunk_series_ms,
     itl_per_token_series_ms,
@@ -43,7 +43,7 @@ from specfleet.perfmodel.batching import (
     simulate,
 )
 from specfleet.perfmodel.calibrate import Calibration
-from specfleet.prediction import (
+from specfleet.planning.prediction import (
     Bounds,
     PercentileBounds,
     Percentiles,

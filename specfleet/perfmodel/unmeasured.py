@@ -4,13 +4,13 @@ model calibrated on the sweep's own measured cells. Labelled PREDICTED; no decis
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from specfleet.budget import NotMeasured
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.errors import InputError
-from specfleet.not_measured import NotMeasuredCell
 from specfleet.perfmodel.calibrate import Calibration, calibrate
 from specfleet.perfmodel.predict import QUICK_REQUESTS, PredictionQuery, predict
-from specfleet.prediction import Prediction
+from specfleet.planning.budget import NotMeasured
+from specfleet.planning.not_measured import NotMeasuredCell
+from specfleet.planning.prediction import Prediction
 from specfleet.results import CellResult, RequestRecord
 
 

@@ -1,7 +1,7 @@
 """Gate results shared by every equivalence check, and the held-out quality gate.
 
 Seed, "An equivalence test that survives numerics": "Add a held-out task-quality gate for both
-lossless and lossy methods." Both arms answer the same scored items (``specfleet.scored_set``);
+lossless and lossy methods." Both arms answer the same scored items (``specfleet.gates.scored_set``);
 the gate compares their per-item scores, paired by item id.
 """
 

@@ -8,7 +8,7 @@ import numpy.typing as npt
 
 from specfleet.contract.workload import ItlStatistic, SLOSpec
 from specfleet.errors import InputError
-from specfleet.metrics import NS_PER_MS, meets_slo, output_tokens
+from specfleet.measure.metrics import NS_PER_MS, meets_slo, output_tokens
 from specfleet.results.cell import CellResult
 from specfleet.results.records import RequestRecord
 
@@ -21,7 +21,7 @@ class CellSample:
     """One row per measured request (failed ones included, with 0 qualified tokens).
 
     ``qualified_tokens``: output tokens of the request if it met its SLO, else 0
-    (``specfleet.metrics.meets_slo`` and ``output_tokens``, as the cell's throughput counts them).
+    (``specfleet.measure.metrics.meets_slo`` and ``output_tokens``, as the cell's throughput counts them).
     ``durations_s``: send to last chunk (or to the failure), the request's busy time.
     ``ttft_ms``: NaN where no first token arrived or the request failed.
     ``itl_ms``: the SLO-bound ITL series of each completed request (empty otherwise).

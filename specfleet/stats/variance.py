@@ -20,7 +20,7 @@ expectations are linear in the two variances (tr(A Sigma)); solving the two equa
 unbiased estimates (not truncated: a truncated estimate reads low exactly when the noise is
 underestimated, and its intervals then cover less than they state), and the forms' covariance
 under normality (2 tr(A S B S)) gives their sampling covariance, from which every interval takes
-its degrees of freedom (``specfleet.decision_rule``).
+its degrees of freedom (``specfleet.verdicts.rule``).
 """
 
 from collections.abc import Sequence

@@ -1,16 +1,16 @@
-"""The sweep's typed summary (``specfleet.summary.SweepSummary``): the analysis of its stored
+"""The sweep's typed summary (``specfleet.results.summary.SweepSummary``): the analysis of its stored
 cells (``tasks.store.sweep.StoredSweep.analyse``), its arms' time accounts, and the cells a budget did not
 start beside their predictions (``specfleet.perfmodel.unmeasured``, PREDICTED, never in a decision)."""
 
 from collections.abc import Mapping, Sequence
 
-from specfleet.acceptance import class_acceptance
-from specfleet.decision_table import decision_rows, negative_cells
+from specfleet.contract.server_args import deployment_args
 from specfleet.errors import InputError
+from specfleet.measure.acceptance import class_acceptance
 from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
 from specfleet.results import CellResult, RequestRecord
-from specfleet.server_args import deployment_args
-from specfleet.summary import ArmSummary, SweepSummary
+from specfleet.results.summary import ArmSummary, SweepSummary
+from specfleet.verdicts.table import decision_rows, negative_cells
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import SweepPlan

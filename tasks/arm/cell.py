@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 import httpx
 
 from specfleet.contract import CellIdentity, SLOSpec
+from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import AdaptiveStoppingSpec
-from specfleet.metrics import CI_CONFIDENCE, assemble_cell, client_saturation
-from specfleet.prompts import PromptItem
+from specfleet.measure.metrics import CI_CONFIDENCE, assemble_cell, client_saturation
+from specfleet.measure.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
 from specfleet.results import CellResult, SpecDecodeStats
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper
-from specfleet.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
 from tasks.arm.energy import EnergyWindow
 from tasks.loadgen import Load, LoadResult, RequestSettings, ServerEndpoint, run_load
 from tasks.store.results import ResultsStore

@@ -2,7 +2,7 @@
 
 This is the unit of work a Ray task runs (``tasks/cluster/stage.py``); it returns plain results
 and writes each cell to the results store as soon as it is measured. Under a budget
-(``specfleet.budget``) its cells run most decision-relevant first, a cell that does not fit is
+(``specfleet.planning.budget``) its cells run most decision-relevant first, a cell that does not fit is
 not started, and a server is not started when none of its cells fits.
 """
 
@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from specfleet.budget import CellBudget, NotMeasured, bracket_keys, by_priority, fits, not_measured
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
-from specfleet.gates import EquivalenceProbe
-from specfleet.prompts import PromptItem
-from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe, item_answers, quality_samplings
-from specfleet.replicas import server_name
+from specfleet.contract.prompts import PromptItem
+from specfleet.contract.server_args import server_args, server_env
+from specfleet.gates.equivalence import EquivalenceProbe
+from specfleet.gates.quality import ClassAnswers, ItemAnswer, QualityProbe, item_answers, quality_samplings
+from specfleet.gates.scored_set import ScoredSet
+from specfleet.planning.budget import CellBudget, NotMeasured, bracket_keys, by_priority, fits, not_measured
+from specfleet.planning.replicas import server_name
 from specfleet.results import ArmTiming, CellResult
-from specfleet.scored_set import ScoredSet
-from specfleet.server_args import server_args, server_env
 from specfleet.stats.equivalence import planned_samples_per_prompt, sample_seeds
 from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow, find_counter
@@ -96,7 +96,7 @@ def cell_plan(
 class _Gate:
     """Which cells may start: under a ``budget``, those that fit (an opening baseline cell with its
     closing twin) and, in the closing baseline, only the ``bracket`` cells: a closing cell whose
-    opening twin was not measured brackets nothing (``specfleet.budget``); without one, every cell."""
+    opening twin was not measured brackets nothing (``specfleet.planning.budget``); without one, every cell."""
 
     budget: CellBudget | None = None
     closing: bool = False

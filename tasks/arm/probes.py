@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import httpx
 
 from specfleet.contract import SamplingSpec
-from specfleet.prompts import PromptItem
+from specfleet.contract.prompts import PromptItem
 from tasks.loadgen.endpoint import ServerEndpoint
 
 

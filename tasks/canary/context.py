@@ -6,15 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from specfleet.canary import CanaryResult
 from specfleet.contract import AnalysisSpec, SLOSpec
 from specfleet.contract.matrix import arm_plans
 from specfleet.contract.workload import LoadSpec
 from specfleet.errors import InputError
-from specfleet.evidence import Evidence
+from specfleet.production.canary import CanaryResult
 from specfleet.stats.runs import Metric, RunValue
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import NO_REPEATS, NoiseDesign, RunNoise
+from specfleet.verdicts.evidence import Evidence
 from tasks.arm.cell import CellPlan
 from tasks.engine.endpoint_check import check_openai_endpoint, served_models
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, ServerEndpoint
@@ -91,7 +91,7 @@ def _repeated(runs: list[RunValue]) -> list[RunValue]:
 
 def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | None) -> SweepContext:
     """The sweep's settings and noise at the canary's load (``--from``), and from its monitor basis
-    (``specfleet.monitor_basis``: the adopted arm, or ``arm``) the break-even tokens per step at
+    (``specfleet.production.monitor_basis``: the adopted arm, or ``arm``) the break-even tokens per step at
     the canary's concurrency and the speculation-off server arguments."""
     from tasks.monitor.rules import sweep_basis
     from tasks.store.sweep import StoredSweep

@@ -1,8 +1,8 @@
 """``specfleet canary``'s measurements: per prompt class, the same prompts in the same order at the
 same load to a baseline and a candidate replica side by side, each class's scored set answered
 by both, and the sweep's noise, break-even and rollback arguments (``--from``). Every class's
-claims go into one family (``specfleet.decision_rule``), paired prompt by prompt;
-``specfleet.canary`` makes the verdict; the cells and records are stored like a sweep's."""
+claims go into one family (``specfleet.verdicts.rule``), paired prompt by prompt;
+``specfleet.production.canary`` makes the verdict; the cells and records are stored like a sweep's."""
 
 import asyncio
 from collections.abc import Mapping, Sequence
@@ -13,8 +13,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from specfleet.acceptance import client_mean_acceptance_length
-from specfleet.canary import (
+from specfleet.contract import CellIdentity, SamplingSpec
+from specfleet.contract.prompts import PromptItem
+from specfleet.gates.scored_set import ScoredSet, score_answers
+from specfleet.measure.acceptance import client_mean_acceptance_length
+from specfleet.production.canary import (
     REPLICAS,
     AcceptanceFigure,
     CanaryResult,
@@ -29,14 +32,11 @@ from specfleet.canary import (
     compare_class,
     uncompared_class,
 )
-from specfleet.contract import CellIdentity, SamplingSpec
-from specfleet.decision_rule import Claim, ClaimResult
-from specfleet.prompts import PromptItem
 from specfleet.results import CellResult
 from specfleet.results.records import RequestRecord
-from specfleet.scored_set import ScoredSet, score_answers
 from specfleet.stats.quality import QualityResult, quality_gate
 from specfleet.stats.samples import CellSample
+from specfleet.verdicts.rule import Claim, ClaimResult
 from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow
 from tasks.arm.probes import answer_probe

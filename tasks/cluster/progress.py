@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from specfleet.errors import InputError
-from specfleet.replicas import slots
-from specfleet.sweep_estimate import estimate_sweep
+from specfleet.planning.estimate import estimate_sweep
+from specfleet.planning.replicas import slots
 from tasks.plan.budget import plan_timing, scored_items
 from tasks.plan.sweep_plan import ArmWork, SweepPlan
 from tasks.progress import JobProgress

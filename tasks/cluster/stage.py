@@ -13,11 +13,11 @@ from typing import Any
 
 import ray
 
-from specfleet.budget import CellBudget, NotMeasured
 from specfleet.contract import SweepConfig
-from specfleet.prompts import PromptItem
+from specfleet.contract.prompts import PromptItem
+from specfleet.gates.scored_set import ScoredSet
+from specfleet.planning.budget import CellBudget, NotMeasured
 from specfleet.results import ArmTiming, CellResult
-from specfleet.scored_set import ScoredSet
 from tasks.arm.lifecycle import run_arm
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from specfleet.contract.matrix import ArmPlan
-from specfleet.server_args import SERVER_MODULE, accepts_per_request_spec_metrics
+from specfleet.contract.server_args import SERVER_MODULE, accepts_per_request_spec_metrics
 from tasks.fixtures.build import default_cache_root
 from tasks.plan.versions import engine_distribution
 from tasks.store.results import atomic_write_text

@@ -22,7 +22,7 @@ from types import TracebackType
 
 import httpx
 
-from specfleet.server_args import SERVER_MODULE
+from specfleet.contract.server_args import SERVER_MODULE
 from tasks.loadgen.endpoint import ServerEndpoint
 from tasks.plan.versions import engine_distribution
 

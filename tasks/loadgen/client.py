@@ -12,9 +12,9 @@ from typing import Literal, Protocol
 
 import orjson
 
+from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
-from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
 from tasks.loadgen.http import ABORT, CONNECT_TIMEOUT_S, ENOUGH, MORE, HttpError, StreamClient
 from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from specfleet.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
-from specfleet.prompts import PromptItem
+from specfleet.contract.prompts import PromptItem
+from specfleet.measure.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
 from specfleet.results.records import RequestRecord
 from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, check_prompts
 from tasks.loadgen.endpoint import ServerEndpoint

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from specfleet.metrics import TRAILING_TOKENS_KEY
+from specfleet.measure.metrics import TRAILING_TOKENS_KEY
 from specfleet.results.records import SPEC_KEY_PREFIX, UNCOUNTED_CHUNKS_KEY, RequestRecord
 
 DONE = b"[DONE]"

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx
 
 from specfleet.errors import InputError
-from specfleet.traffic_estimate import Series
+from specfleet.production.traffic_estimate import Series
 
 
 class PrometheusClient:

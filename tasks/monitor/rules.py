@@ -1,14 +1,14 @@
 """``specfleet monitor rules``: a stored sweep read into a ``MonitorBasis`` and its Prometheus rules
-written as YAML (``specfleet.monitor_basis``, ``specfleet.monitor_rules``)."""
+written as YAML (``specfleet.production.monitor_basis``, ``specfleet.production.prometheus_rules``)."""
 
 from pathlib import Path
 
 import yaml
 
-from specfleet.durations import format_duration
-from specfleet.monitor_basis import LoadBucket, MonitorBasis, monitor_basis
-from specfleet.monitor_rules import prometheus_rules
-from specfleet.server_args import deployment_args
+from specfleet.contract.durations import format_duration
+from specfleet.contract.server_args import deployment_args
+from specfleet.production.monitor_basis import LoadBucket, MonitorBasis, monitor_basis
+from specfleet.production.prometheus_rules import prometheus_rules
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.store.results import atomic_write_text
 from tasks.store.sweep import ReportData

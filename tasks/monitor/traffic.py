@@ -4,9 +4,9 @@ generation-tokens counter and per-request length histograms over a window ending
 import json
 import math
 
-from specfleet.durations import format_duration
+from specfleet.contract.durations import format_duration
 from specfleet.errors import InputError
-from specfleet.traffic_estimate import (
+from specfleet.production.traffic_estimate import (
     GENERATION_TOKENS,
     GENERATION_TOKENS_HISTOGRAM,
     PROMPT_TOKENS_HISTOGRAM,

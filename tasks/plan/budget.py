@@ -1,19 +1,19 @@
 """A sweep plan's ``CellBudget``: the deadline, the closing baseline's reserve, and each pending
-cell's predicted seconds and priority (``specfleet.budget`` says how a sweep uses them).
+cell's predicted seconds and priority (``specfleet.planning.budget`` says how a sweep uses them).
 
-The times are ``specfleet plan``'s (``specfleet.sweep_estimate``): calibrated on the sweep itself
+The times are ``specfleet plan``'s (``specfleet.planning.estimate``): calibrated on the sweep itself
 when it is resumed or continued with usable cells, else on the newest earlier finished sweep of
 its config (servers' start-up from their records); the performance model's cold-start prior
 otherwise. The reserve is the closing stage (its servers' slowest recorded start, the twins of the
-opening cells measured) and the time after it (aggregation). The order is ``specfleet.cell_priority``'s.
+opening cells measured) and the time after it (aggregation). The order is ``specfleet.planning.priority``'s.
 """
 
-from specfleet.budget import CellBudget
-from specfleet.cell_priority import cell_order
 from specfleet.errors import InputError
-from specfleet.plan_timing import CalibratedTiming, PriorTiming
-from specfleet.replicas import slots
-from specfleet.sweep_estimate import estimate_sweep, stage_wall_s
+from specfleet.planning.budget import CellBudget
+from specfleet.planning.estimate import estimate_sweep, stage_wall_s
+from specfleet.planning.priority import cell_order
+from specfleet.planning.replicas import slots
+from specfleet.planning.timing import CalibratedTiming, PriorTiming
 from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.plan.preflight import config_base_dir
 from tasks.plan.sweep_plan import SweepPlan, planned_cells

@@ -1,4 +1,4 @@
-"""The installed engine's self-checks (``specfleet.engine_findings``), run before a CPU sweep in
+"""The installed engine's self-checks (``specfleet.gates.engine_findings``), run before a CPU sweep in
 a child process (importing vLLM is seconds) and cached per engine version, so an engine
 upgrade runs them again and a fixed engine clears its finding by itself."""
 
@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from specfleet.engine_findings import (
+from specfleet.contract.fingerprint import Fingerprint
+from specfleet.gates.engine_findings import (
     CPU_EXPAND,
     CPU_EXPAND_CODE,
     CPU_EXPAND_REPRODUCER,
     EngineCheck,
     cpu_expand_outcome,
 )
-from specfleet.fingerprint import Fingerprint
 from tasks.fixtures.build import default_cache_root
 from tasks.store.results import atomic_write_text
 

@@ -1,5 +1,5 @@
 """``specfleet plan``'s inputs: model architectures, the accelerator's roofline, prompt lengths,
-and a stored sweep to calibrate on; then ``specfleet.sweep_estimate`` does the arithmetic."""
+and a stored sweep to calibrate on; then ``specfleet.planning.estimate`` does the arithmetic."""
 
 import json
 import time
@@ -21,10 +21,10 @@ from specfleet.perfmodel.prior import (
     bytes_per_param,
     shape_from_hf_config,
 )
-from specfleet.plan_timing import ArmRecord, CalibratedTiming, PriorTiming
-from specfleet.replicas import slots
-from specfleet.summary import SweepSummary
-from specfleet.sweep_estimate import SweepTimes, estimate_sweep, stage_wall_s
+from specfleet.planning.estimate import SweepTimes, estimate_sweep, stage_wall_s
+from specfleet.planning.replicas import slots
+from specfleet.planning.timing import ArmRecord, CalibratedTiming, PriorTiming
+from specfleet.results.summary import SweepSummary
 from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir

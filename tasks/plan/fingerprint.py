@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
-from specfleet.fingerprint import Fingerprint
+from specfleet.contract.fingerprint import Fingerprint
 from tasks.plan.models import TOKENIZER_FILES, local_dir, tree_hash
 from tasks.plan.versions import engine_distribution
 

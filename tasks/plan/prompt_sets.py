@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from specfleet.contract import PromptClassSpec, SweepConfig
+from specfleet.contract.prompts import PromptItem, parse_prompts_jsonl, parse_sharegpt
 from specfleet.errors import InputError
-from specfleet.prompts import PromptItem, parse_prompts_jsonl, parse_sharegpt
-from specfleet.scored_set import ScoredSet
+from specfleet.gates.scored_set import ScoredSet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

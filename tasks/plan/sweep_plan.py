@@ -1,8 +1,8 @@
-"""A sweep's plan: the validated config (under a budget, as ``specfleet.budget.budgeted`` runs
+"""A sweep's plan: the validated config (under a budget, as ``specfleet.planning.budget.budgeted`` runs
 it), its fingerprint, the matrix with stable cell keys, and which cells still need a measurement
 (the resume rule: a cell with a complete result in the results store is never measured again;
 ``--continue`` resumes the newest unfinished sweep of the config when its fingerprint is unchanged).
-Each baseline stage is split over as many identical replicas as arms fit at once (``specfleet.replicas``)."""
+Each baseline stage is split over as many identical replicas as arms fit at once (``specfleet.planning.replicas``)."""
 
 import contextlib
 import secrets
@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from specfleet.budget import budgeted
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
-from specfleet.engine_findings import EngineCheck, EngineChecks
+from specfleet.contract.fingerprint import Fingerprint, changed_parts
+from specfleet.contract.prompts import PromptItem
 from specfleet.errors import InputError
-from specfleet.fingerprint import Fingerprint, changed_parts
-from specfleet.prompts import PromptItem
-from specfleet.replicas import replica_shares, slots
-from specfleet.scored_set import ScoredSet
+from specfleet.gates.engine_findings import EngineCheck, EngineChecks
+from specfleet.gates.scored_set import ScoredSet
+from specfleet.planning.budget import budgeted
+from specfleet.planning.replicas import replica_shares, slots
 from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.fingerprint import compute_fingerprint

@@ -3,10 +3,10 @@
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from specfleet.acceptance import ClassAcceptance, class_acceptance
-from specfleet.class_verdict import ClassVerdict, class_verdicts
-from specfleet.decision_table import DecisionRow, decision_rows, negative_cells
-from specfleet.kpolicy import KPolicy
+from specfleet.measure.acceptance import ClassAcceptance, class_acceptance
+from specfleet.verdicts.kpolicy import KPolicy
+from specfleet.verdicts.prompt_class import ClassVerdict, class_verdicts
+from specfleet.verdicts.table import DecisionRow, decision_rows, negative_cells
 from tasks.report.diff import SweepDiff, diff_sweeps
 from tasks.report.measures import (
     EnergyRow,

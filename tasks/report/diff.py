@@ -3,9 +3,9 @@ every matched decision with the cells whose verdict flipped listed first."""
 
 from dataclasses import dataclass
 
-from specfleet.class_verdict import load_label, row_label
-from specfleet.decisions import Decision
-from specfleet.fingerprint import changed_parts
+from specfleet.contract.fingerprint import changed_parts
+from specfleet.verdicts.cell import Decision
+from specfleet.verdicts.prompt_class import load_label, row_label
 from tasks.store.sweep import ReportData
 from tasks.tracking.names import contract_params
 

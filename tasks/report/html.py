@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from specfleet.class_verdict import load_label
-from specfleet.decision_table import DecisionRow
+from specfleet.verdicts.prompt_class import load_label
+from specfleet.verdicts.table import DecisionRow
 from tasks.report import fmt, plots
 from tasks.report.content import ReportContent
 from tasks.report.headline import (

@@ -7,9 +7,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from specfleet.class_verdict import load_label
 from specfleet.contract import arm_plans
-from specfleet.metrics import (
+from specfleet.measure.metrics import (
     chunks_read_together_fraction,
     itl_per_chunk_series_ms,
     itl_per_token_series_ms,
@@ -17,6 +16,7 @@ from specfleet.metrics import (
     ttft_series_ms,
 )
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
+from specfleet.verdicts.prompt_class import load_label
 from tasks.store.sweep import ReportData
 from tasks.tracking.names import contract_params
 

@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from specfleet.theory import ModelledAlpha, net_speedup
+from specfleet.economics.theory import ModelledAlpha, net_speedup
 from tasks.report import fmt
 from tasks.report.measures import PERCENTILES, EnergyRow, KVRow, LatencyCurve
 from tasks.report.predicted import PREDICTED_LABEL, PredictedCurve

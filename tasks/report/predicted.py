@@ -18,7 +18,7 @@ from specfleet.contract import CellIdentity, arm_plans
 from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, Prediction, PredictionQuery, Predictor, calibrate
 from specfleet.perfmodel.predict import QUICK_REQUESTS
-from specfleet.prediction import LABEL
+from specfleet.planning.prediction import LABEL
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
 from tasks.report import fmt

@@ -11,15 +11,15 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from specfleet.acceptance import ClassAcceptance
-from specfleet.decision_table import DecisionRow
-from specfleet.engine_findings import EngineCheck
-from specfleet.kpolicy import KPolicyReport
-from specfleet.not_measured import NotMeasuredCell
-from specfleet.quality_gates import QualityCheck
+from specfleet.gates.engine_findings import EngineCheck
+from specfleet.gates.quality import QualityCheck
+from specfleet.measure.acceptance import ClassAcceptance
+from specfleet.planning.not_measured import NotMeasuredCell
 from specfleet.results import AcceptanceDistribution
+from specfleet.results.summary import ArmSummary
 from specfleet.stats.quality import GateResult
-from specfleet.summary import ArmSummary
+from specfleet.verdicts.kpolicy import KPolicyReport
+from specfleet.verdicts.table import DecisionRow
 from tasks.report import fmt
 
 Row = TypeVar("Row")

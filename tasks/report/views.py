@@ -1,15 +1,15 @@
 """What the decision sections show, derived from ``ReportData`` (no drawing here): a speedup
 matrix per arm, and the modelled grid beside the measurement. The verdict per prompt class is the
-core's (``specfleet.class_verdict``)."""
+core's (``specfleet.verdicts.prompt_class``)."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specfleet.class_verdict import load_label, row_label
 from specfleet.contract import SweepConfig, arm_plans
-from specfleet.decisions import Decision
+from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid
 from specfleet.stats.bootstrap import Interval
-from specfleet.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid
+from specfleet.verdicts.cell import Decision
+from specfleet.verdicts.prompt_class import load_label, row_label
 from tasks.store.sweep import ReportData
 
 GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -17,26 +17,26 @@ from typing import Any, TypeVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from specfleet.analysis import SweepAnalysis, analyse_sweep
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.base import RecordModel
-from specfleet.decisions import Decision
-from specfleet.engine_findings import EngineCheck, EngineChecks
+from specfleet.contract.fingerprint import Fingerprint
+from specfleet.contract.server_args import DeploymentArgs
 from specfleet.errors import InputError
-from specfleet.evidence import earlier_runs
-from specfleet.fingerprint import Fingerprint
-from specfleet.gates import ArmEquivalence, EquivalenceProbe
-from specfleet.kpolicy import KPolicyReport
-from specfleet.mix_verdict import MixVerdict
-from specfleet.not_measured import NotMeasuredCell
-from specfleet.quality_gates import QualityCheck, QualityProbe
+from specfleet.gates.engine_findings import EngineCheck, EngineChecks
+from specfleet.gates.equivalence import ArmEquivalence, EquivalenceProbe
+from specfleet.gates.quality import QualityCheck, QualityProbe
+from specfleet.planning.not_measured import NotMeasuredCell
 from specfleet.results import CellResult, RequestRecord
-from specfleet.server_args import DeploymentArgs
+from specfleet.results.summary import SweepSummary
 from specfleet.stats.quality import GateResult
 from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise
-from specfleet.summary import SweepSummary
+from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
+from specfleet.verdicts.cell import Decision
+from specfleet.verdicts.evidence import earlier_runs
+from specfleet.verdicts.kpolicy import KPolicyReport
+from specfleet.verdicts.mix import MixVerdict
 from tasks.plan.config import load_sweep_config
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ProbeKind, probe_file

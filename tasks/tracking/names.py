@@ -10,14 +10,14 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 
-from specfleet.acceptance import ClassAcceptance
-from specfleet.canary import CanaryResult
 from specfleet.contract import CellIdentity, SweepConfig
-from specfleet.fingerprint import Fingerprint
-from specfleet.mix_verdict import MixVerdict
-from specfleet.quality_gates import QualityCheck
+from specfleet.contract.fingerprint import Fingerprint
+from specfleet.gates.quality import QualityCheck
+from specfleet.measure.acceptance import ClassAcceptance
+from specfleet.production.canary import CanaryResult
 from specfleet.results import AcceptanceDistribution, CellResult, DistributionSummary
 from specfleet.stats.variance import RunNoise
+from specfleet.verdicts.mix import MixVerdict
 
 REDACTED = "<redacted>"
 SECRET_NAME = re.compile(r"token|secret|passw|credential|api_?key|auth", re.IGNORECASE)

@@ -21,13 +21,13 @@ from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
 
-from specfleet.canary import CanaryResult
 from specfleet.contract import SweepConfig
-from specfleet.decision_table import DecisionRow
+from specfleet.contract.fingerprint import Fingerprint
 from specfleet.errors import InputError
-from specfleet.fingerprint import Fingerprint
+from specfleet.production.canary import CanaryResult
 from specfleet.results import CellResult
-from specfleet.summary import SweepSummary
+from specfleet.results.summary import SweepSummary
+from specfleet.verdicts.table import DecisionRow
 from tasks.arm.lifecycle import api_key
 from tasks.plan.versions import stack_versions
 from tasks.store.results import ResultsStore
@@ -227,7 +227,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
 
 
 def close_sweep_run(uri: str, parent_id: str, status: str) -> None:
-    """End the parent run with ``status`` (``specfleet.summary.run_status`` says which)."""
+    """End the parent run with ``status`` (``specfleet.results.summary.run_status`` says which)."""
     MlflowClient(uri).set_terminated(parent_id, status)
 
 

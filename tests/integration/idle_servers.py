@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans, parse_sweep_config
-from specfleet.server_args import server_args, server_env
+from specfleet.contract.server_args import server_args, server_env
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port

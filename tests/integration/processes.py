@@ -8,7 +8,7 @@ import time
 import httpx
 import psutil
 
-from specfleet.server_args import SERVER_MODULE
+from specfleet.contract.server_args import SERVER_MODULE
 
 
 def engine_processes() -> list[psutil.Process]:

@@ -16,11 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from specfleet.acceptance import request_acceptance
 from specfleet.contract import SamplingSpec
+from specfleet.contract.server_args import PER_REQUEST_SPEC_METRICS
+from specfleet.measure.acceptance import request_acceptance
+from specfleet.measure.telemetry import parse_spec_decode_counters, spec_decode_delta
 from specfleet.results.records import RequestRecord
-from specfleet.server_args import PER_REQUEST_SPEC_METRICS
-from specfleet.telemetry import parse_spec_decode_counters, spec_decode_delta
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.engine.features import engine_accepts_per_request_spec_metrics
 from tasks.engine.server import ArmServer

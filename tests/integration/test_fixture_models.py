@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from specfleet.prompts import PromptItem
-from specfleet.telemetry import parse_spec_decode_counters, spec_decode_delta
+from specfleet.contract.prompts import PromptItem
+from specfleet.measure.telemetry import parse_spec_decode_counters, spec_decode_delta
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.arm.probes import greedy_probe
 from tasks.engine.server import ArmServer

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from specfleet.acceptance import NO_SERVER_FIGURES
 from specfleet.contract import SweepConfig, arm_plans, cell_identities
-from specfleet.prompts import PromptItem
+from specfleet.contract.prompts import PromptItem
+from specfleet.contract.server_args import server_args, server_env
+from specfleet.measure.acceptance import NO_SERVER_FIGURES
 from specfleet.results import ArmTiming
-from specfleet.server_args import server_args, server_env
 from tasks.arm.lifecycle import run_arm
 from tasks.engine.server import ArmServer, ArmStartError
 from tasks.plan.prompt_sets import load_prompt_class

@@ -27,11 +27,11 @@ import httpx
 import pytest
 
 from specfleet.contract import SamplingSpec
-from specfleet.monitor_basis import LoadBucket, MonitorBasis, decode_tokens_per_step
-from specfleet.monitor_rules import BELOW_BREAK_EVEN, DRIFT, record_names
-from specfleet.prompts import PromptItem
+from specfleet.contract.prompts import PromptItem
+from specfleet.contract.server_args import deployment_args
+from specfleet.production.monitor_basis import LoadBucket, MonitorBasis, decode_tokens_per_step
+from specfleet.production.prometheus_rules import BELOW_BREAK_EVEN, DRIFT, record_names
 from specfleet.results.records import RequestRecord
-from specfleet.server_args import deployment_args
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
 from tasks.monitor.rules import rules_yaml, write_rules

@@ -18,7 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.main import app
-from specfleet.monitor_rules import BELOW_BREAK_EVEN, DRIFT
+from specfleet.production.prometheus_rules import BELOW_BREAK_EVEN, DRIFT
 from tests.support.adopted_sweep import adopted_sweep
 
 pytestmark = pytest.mark.integration

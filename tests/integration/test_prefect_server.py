@@ -1,7 +1,7 @@
 """The nightly path end to end, on the session's real Prefect server (SQLite in a temporary
 PREFECT_HOME, loopback, no scheduler): `prefect work-pool create` and `prefect deploy --all` from
 infra/prefect/prefect.yaml, a real process worker (`prefect worker start`) polling the pool with
-the checkout's Python and code, then the `specfleet.fingerprint.changed` event that
+the checkout's Python and code, then the `specfleet.contract.fingerprint.changed` event that
 flows/revalidate.py emits. The nightly-sweep trigger creates a flow run, and the worker runs it:
 a tiny real sweep (the baseline, ngram k=3 and the closing baseline on vLLM CPU servers, local Ray)
 to COMPLETED within a budget the ngram arm no longer fits (issue 18, "Run within a budget"): the
@@ -30,9 +30,9 @@ import yaml
 from mlflow import MlflowClient
 
 from flows.revalidate import EVENT
-from specfleet.canary import VERDICT_EVENT
+from specfleet.production.canary import VERDICT_EVENT
 from specfleet.results import CellResult
-from specfleet.summary import SweepSummary
+from specfleet.results.summary import SweepSummary
 from tasks.engine.server import log_tail
 from tasks.plan.budget import cell_budget
 from tasks.plan.sweep_plan import plan_sweep
@@ -289,7 +289,7 @@ def _a_rollback_event_records_the_speculation_off_arguments(server: PrefectServe
     payload = {"canary_id": "canary-it", "reason": "code: acceptance length 1.10 below the sweep's break-even 1.40",
                "sweep_id": "it-sweep", "arm": "ngram-k3", "results_dir": str(tmp_path / "canary-results"),
                "rollback_server_args": ["--model", "target", "--max-num-seqs", "8"]}
-    seen = _emit_and_wait(server, [("specfleet.canary.canary-it", payload)], wait_s=60, event=VERDICT_EVENT,
+    seen = _emit_and_wait(server, [("specfleet.production.canary.canary-it", payload)], wait_s=60, event=VERDICT_EVENT,
                           deployment="specfleet-rollback/rollback-recommended")
     run = seen["run"]
     assert run is not None and run["created_by"] == "AUTOMATION" and run["trigger"] == trigger["name"]

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from specfleet.contract import StochasticTestSpec
-from specfleet.gates import PERMUTATIONS
+from specfleet.gates.equivalence import PERMUTATIONS
 from specfleet.stats.equivalence import (
     StochasticResult,
     planned_samples_per_prompt,

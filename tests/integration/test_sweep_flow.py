@@ -17,8 +17,8 @@ from typer.testing import CliRunner, Result
 
 from cli.sweep import revalidate
 from flows.revalidate import EVENT, revalidate_flow
-from specfleet.quality_gates import QualityProbe
-from specfleet.summary import SweepSummary
+from specfleet.gates.quality import QualityProbe
+from specfleet.results.summary import SweepSummary
 from tasks.report.headline import MIX_TITLE
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specfleet.contract import CellIdentity
-from specfleet.gates import EquivalenceProbe
-from specfleet.metrics import assemble_cell
-from specfleet.quality_gates import ClassAnswers, QualityProbe, item_answers
+from specfleet.gates.equivalence import EquivalenceProbe
+from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
+from specfleet.measure.metrics import assemble_cell
 from specfleet.results import EnergyReading, SpecDecodeStats
-from specfleet.summary import SweepSummary
+from specfleet.results.summary import SweepSummary
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tests.support.sweep_data import TOKENS, fake_models, records

@@ -2,7 +2,7 @@
 traffic block, a config with its demand, and the hand-computed two-class, two-load case."""
 
 from specfleet.contract import SweepConfig
-from specfleet.mix_verdict import MixVerdict
+from specfleet.verdicts.mix import MixVerdict
 from tests.support.synthetic_sweep import bracketed, config
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specfleet.contract import CellIdentity, SLOSpec
-from specfleet.metrics import assemble_cell
+from specfleet.measure.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
 from tests.support.records import MS, request_record

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
-from specfleet.metrics import assemble_cell
+from specfleet.measure.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep

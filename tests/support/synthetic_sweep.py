@@ -1,22 +1,22 @@
 """Synthetic sweeps for the decision tests: cells assembled by the real metrics code from request
 records whose rates, request-level spread and server lives are chosen by hand, analysed by
-``specfleet.analysis.analyse_sweep`` with passing equivalence and quality probes."""
+``specfleet.verdicts.analysis.analyse_sweep`` with passing equivalence and quality probes."""
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from specfleet.analysis import SweepAnalysis, analyse_sweep
 from specfleet.contract import CellIdentity, SweepConfig, arm_plans, parse_sweep_config
 from specfleet.contract.matrix import cell_identities
-from specfleet.evidence import earlier_runs
-from specfleet.gates import EquivalenceProbe
-from specfleet.metrics import assemble_cell, meets_slo
-from specfleet.quality_gates import ClassAnswers, ItemAnswer, QualityProbe
+from specfleet.gates.equivalence import EquivalenceProbe
+from specfleet.gates.quality import ClassAnswers, ItemAnswer, QualityProbe
+from specfleet.measure.metrics import assemble_cell, meets_slo
 from specfleet.results import CellResult, EnergyReading, RequestRecord
 from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
+from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
+from specfleet.verdicts.evidence import earlier_runs
 from tests.support.records import MS, request_record
 
 TOKENS = 48

@@ -27,12 +27,12 @@ def test_no_test_calls_a_prefect_task_body() -> None:
     assert calls == []
 
 
-DECIDERS = ("specfleet/decisions.py", "specfleet/analysis.py", "specfleet/gates.py", "specfleet/quality_gates.py",
-            "specfleet/kpolicy.py", "specfleet/mix_verdict.py", "specfleet/stats/noise.py",
-            "specfleet/decision_rule.py", "specfleet/evidence.py", "specfleet/class_verdict.py", "specfleet/canary.py",
-            "specfleet/stats/variance.py", "specfleet/stats/runs.py", "specfleet/monitor_basis.py",
-            "specfleet/decision_table.py", "tasks/store/sweep.py",
-            "tasks/report/views.py", "tasks/report/headline.py")
+DECIDERS = ("specfleet/verdicts/cell.py", "specfleet/verdicts/analysis.py", "specfleet/gates/equivalence.py",
+            "specfleet/gates/quality.py", "specfleet/verdicts/kpolicy.py", "specfleet/verdicts/mix.py",
+            "specfleet/stats/noise.py", "specfleet/verdicts/rule.py", "specfleet/verdicts/evidence.py",
+            "specfleet/verdicts/prompt_class.py", "specfleet/production/canary.py", "specfleet/stats/variance.py",
+            "specfleet/stats/runs.py", "specfleet/production/monitor_basis.py", "specfleet/verdicts/table.py",
+            "tasks/store/sweep.py", "tasks/report/views.py", "tasks/report/headline.py")
 """What makes or states a decision, verdict, gate, noise floor or k policy."""
 
 

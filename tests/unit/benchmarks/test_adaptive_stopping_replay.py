@@ -8,10 +8,11 @@ import pytest
 
 from benchmarks.adaptive_stopping import budget_precision, main, replay_cell
 from specfleet.contract import CellIdentity, SLOSpec
+from specfleet.contract.fingerprint import Fingerprint
 from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.results.records import RequestRecord
-from tasks.plan.sweep_plan import SWEEP_FILE
 from tasks.store.results import ResultsStore
+from tasks.store.sweep import SWEEP_FILE, SweepRecord
 from tests.support.records import MS
 from tests.support.sweep_data import load, records, store_cell, write_config
 
@@ -55,7 +56,9 @@ def test_main_replays_the_newest_sweep(tmp_path: Path, capsys: pytest.CaptureFix
     config_path = write_config(tmp_path)
     config = load(config_path)
     store = ResultsStore(tmp_path / "results", "unit-sweep-1")
-    store.write_json(SWEEP_FILE, {"name": config.name, "config": str(config_path)})
+    store.write_json(SWEEP_FILE, SweepRecord(name=config.name, config_source=str(config_path), config=config,
+                                             fingerprint=Fingerprint(target=None, tokenizer=None, engine="vllm",
+                                                                     engine_version=None)))
     ident = CellIdentity(arm="baseline", method="baseline", k=None, load_mode="concurrency", load_value=1.0,
                          prompt_class="code", sampling="greedy", repeat=0)
     store_cell(store, config, ident, "k1", records(10, n=12))

@@ -15,8 +15,8 @@ import flows.canary
 from cli.errors import ExitCode
 from cli.main import app
 from flows.canary import CanaryRun, run_and_publish
-from specfleet.canary import CanaryResult
 from specfleet.contract import SLOSpec
+from specfleet.production.canary import CanaryResult
 from tasks.canary.context import CanaryLoad, SweepContext, standalone_context
 from tasks.loadgen import ServerEndpoint
 

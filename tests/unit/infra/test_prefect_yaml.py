@@ -17,7 +17,7 @@ from prefect.server.events.actions import RunDeployment
 from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
 
 from flows.revalidate import EVENT
-from specfleet.canary import VERDICT_EVENT
+from specfleet.production.canary import VERDICT_EVENT
 from tasks.plan.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[3]

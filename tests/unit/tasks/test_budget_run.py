@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from cli.render import print_sweep_summary
-from specfleet.budget import CellBudget, NotMeasured
+from specfleet.planning.budget import CellBudget, NotMeasured
 from specfleet.results import ArmTiming
-from specfleet.summary import SweepSummary, run_status
+from specfleet.results.summary import SweepSummary, run_status
 from tasks.analysis.summary import aggregate
 from tasks.arm.lifecycle import run_arm
 from tasks.cluster.stage import ArmReport

@@ -4,7 +4,7 @@ client lagged past the limit is flagged (and so left out of decisions)."""
 import asyncio
 import time
 
-from specfleet.metrics import NS_PER_MS, client_saturation
+from specfleet.measure.metrics import NS_PER_MS, client_saturation
 from tasks.loadgen.drivers import LAG_TICK_MS, _lag, _tick
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specfleet.engine_findings import (
+from specfleet.contract.fingerprint import Fingerprint
+from specfleet.gates.engine_findings import (
     CPU_EXPAND,
     CPU_EXPAND_DEFECT,
     CPU_EXPAND_REPRODUCER,
@@ -14,7 +15,6 @@ from specfleet.engine_findings import (
     EngineChecks,
     cpu_expand_outcome,
 )
-from specfleet.fingerprint import Fingerprint
 from tasks.analysis.summary import aggregate
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, plan_sweep

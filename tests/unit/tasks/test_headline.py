@@ -1,9 +1,9 @@
 """What a sweep prints first: decisions that share a verdict and reason read as one line naming
 their cells, gates that arms share as one line, and the verdicts at the mix with their checks."""
 
-from specfleet.decisions import Decision, Slice
-from specfleet.quality_gates import QualityCheck
+from specfleet.gates.quality import QualityCheck
 from specfleet.stats.quality import GateResult
+from specfleet.verdicts.cell import Decision, Slice
 from tasks.report.headline import grouped_decision_lines, grouped_gate_lines, mix_lines
 from tests.support.mix_verdict import BASE, CAND, hand_config
 from tests.support.synthetic_sweep import Sweep

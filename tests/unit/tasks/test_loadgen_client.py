@@ -12,9 +12,9 @@ from unittest import mock
 
 import pytest
 
+from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
-from specfleet.prompts import PromptItem
 from specfleet.results.records import RequestRecord
 from tasks.loadgen import (
     ClosedLoop,

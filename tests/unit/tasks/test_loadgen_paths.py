@@ -21,9 +21,9 @@ import trustme
 from typer.testing import CliRunner
 
 from cli.main import app
+from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
-from specfleet.prompts import PromptItem
 from tasks.canary.context import CanaryLoad, canary_setup
 from tasks.engine.server import ArmServer
 from tasks.loadgen import ClosedLoop, LoadResult, RequestSettings, ServerEndpoint, run_load

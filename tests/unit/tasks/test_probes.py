@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from specfleet.contract import SamplingSpec
-from specfleet.scored_set import parse_scored_set
+from specfleet.gates.scored_set import parse_scored_set
 from tasks.arm.probes import answer_probe
 from tasks.engine.ports import free_port
 from tasks.loadgen import ServerEndpoint

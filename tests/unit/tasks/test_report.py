@@ -19,16 +19,16 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from cli.report import report
-from specfleet.acceptance import NO_SERVER_FIGURES
 from specfleet.contract import CellIdentity, SweepConfig
-from specfleet.gates import EquivalenceProbe
-from specfleet.metrics import assemble_cell
-from specfleet.quality_gates import ClassAnswers, QualityProbe, item_answers
+from specfleet.economics.theory import implied_alpha
+from specfleet.gates.equivalence import EquivalenceProbe
+from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
+from specfleet.gates.scored_set import ScoredSet
+from specfleet.measure.acceptance import NO_SERVER_FIGURES
+from specfleet.measure.metrics import assemble_cell
 from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from specfleet.scored_set import ScoredSet
-from specfleet.summary import SweepSummary
-from specfleet.theory import implied_alpha
+from specfleet.results.summary import SweepSummary
 from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
@@ -319,8 +319,8 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     equal what ``aggregate`` returned (verdicts, intervals, costs), field for field."""
     from mlflow import MlflowClient
 
-    from specfleet.decision_table import DecisionRow
-    from specfleet.decisions import Decision
+    from specfleet.verdicts.cell import Decision
+    from specfleet.verdicts.table import DecisionRow
     from tasks.report.markdown import summary_markdown
     from tasks.tracking.runs import log_sweep_summary, open_sweep_run
 

@@ -1,6 +1,7 @@
 """``tasks.store.sweep.StoredSweep``: the one reader of a stored sweep. With a ``summary.json``
 nothing re-derives what it holds (no gate, no analysis), for every command that reads an earlier
-sweep; ``sweep.json`` holds the config, so a sweep reads the same after its config file moved."""
+sweep; ``sweep.json`` holds the config, so a sweep reads the same after its config file moved;
+a sweep written by ce4142f's ``make demo`` (format 1, stored under ``data/``) is read too."""
 
 import json
 import shutil
@@ -12,14 +13,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import specfleet.analysis
-import specfleet.gates
-import specfleet.quality_gates
+import specfleet.gates.equivalence
+import specfleet.gates.quality
 import specfleet.stats.equivalence
 import specfleet.stats.quality
+import specfleet.verdicts.analysis
 from cli.main import app
 from specfleet.errors import InputError
-from specfleet.plan_timing import PriorTiming
+from specfleet.planning.timing import PriorTiming
 from tasks.canary.context import CanaryLoad, sweep_context
 from tasks.plan.config import load_sweep_config
 from tasks.plan.estimate import calibrated_timing, prior_timing
@@ -30,9 +31,12 @@ from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 
 runner = CliRunner()
 ROOT = Path(__file__).parents[3]
+DEMO_CE4142F = Path(__file__).parent / "data" / "demo-ce4142f"
+"""``make demo``'s sweep folder as ce4142f wrote it (its logs and report left out), with that commit's config."""
 DERIVERS: tuple[Callable[..., object], ...] = (
-    specfleet.analysis.analyse_sweep, specfleet.analysis.decide_sweep, specfleet.analysis.sweep_quality,
-    specfleet.gates.arm_equivalence, specfleet.quality_gates.quality_checks,
+    specfleet.verdicts.analysis.analyse_sweep, specfleet.verdicts.analysis.decide_sweep,
+    specfleet.verdicts.analysis.sweep_quality,
+    specfleet.gates.equivalence.arm_equivalence, specfleet.gates.quality.quality_checks,
     specfleet.stats.equivalence.greedy_equivalence, specfleet.stats.equivalence.stochastic_equivalence,
     specfleet.stats.quality.quality_gate)
 """What makes a gate or a decision: none of it may run while a finished sweep is read."""
@@ -129,3 +133,26 @@ def test_a_newer_format_is_refused_in_one_line(sweep: AdoptedSweep, tmp_path: Pa
                                          rf"specfleet; this one reads formats 1 to {SWEEP_FORMAT}"):
         StoredSweep(copy)
 
+
+def test_a_sweep_written_by_ce4142f_is_read(tmp_path: Path) -> None:
+    """Format 1: ``sweep.json`` names the config's absolute path on the machine that ran it; the
+    fixture keeps that config (ce4142f's ``configs/demo-cpu.yaml``) beside the results. Its summary
+    predates the pooled noise, so its decisions are made again under today's rule, and it says so."""
+    sweep_id = json.loads((DEMO_CE4142F / "summary.json").read_text())["sweep_id"]
+    copy = tmp_path / sweep_id
+    shutil.copytree(DEMO_CE4142F, copy)
+    record = json.loads((copy / "sweep.json").read_text())
+    assert set(record) == {"name", "config", "fingerprint"}
+    (copy / "sweep.json").write_text(json.dumps(record | {"config": str(tmp_path / "elsewhere.yaml")}))
+    with pytest.raises(InputError, match="written before sweep.json held its config .format 1., and its config "):
+        _ = StoredSweep(copy).config
+    (copy / "sweep.json").write_text(json.dumps(record | {"config": str(copy / "demo-cpu.yaml")}))
+    stored = StoredSweep(copy)
+    data = stored.report_data()
+    assert stored.record.format == 1 and stored.summary is not None and not stored.summary.noise
+    assert data.decisions_source.startswith("recomputed from the stored cells (its summary.json was written before")
+    assert len(data.cells) == stored.summary.cells_planned and set(data.records) == {c.key for c in data.cells}
+    assert [d.slice for d in data.decisions] == [d.slice for d in stored.summary.decisions]
+    assert data.noise and data.mix and data.equivalence
+    markdown = render_markdown(build_content(data, 0.05, with_predicted=False), "report.html")
+    assert f"# specfleet report: {sweep_id}" in markdown or sweep_id in markdown.splitlines()[0]

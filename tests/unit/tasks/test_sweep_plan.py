@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from cli.render import print_sweep_summary
-from specfleet.decision_table import DecisionRow
 from specfleet.errors import InputError
-from specfleet.quality_gates import ClassAnswers, QualityProbe, item_answers
-from specfleet.summary import SweepSummary, run_status
+from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
+from specfleet.results.summary import SweepSummary, run_status
+from specfleet.verdicts.table import DecisionRow
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specfleet.canary import AcceptanceFigure, CanaryResult, UnusableCell, uncompared_class
 from specfleet.contract import CellIdentity
-from specfleet.fingerprint import Fingerprint
-from specfleet.quality_gates import QualityCheck
+from specfleet.contract.fingerprint import Fingerprint
+from specfleet.gates.quality import QualityCheck
+from specfleet.production.canary import AcceptanceFigure, CanaryResult, UnusableCell, uncompared_class
 from specfleet.stats.quality import quality_gate
 from tasks.store.results import ResultsStore
 from tasks.tracking.names import (
@@ -109,7 +109,7 @@ def test_quality_metrics_per_arm_class_and_sampling_and_a_tag_where_the_gate_did
 
 
 def test_acceptance_metrics_per_arm_class_and_sampling(tmp_path: Path) -> None:
-    from specfleet.acceptance import class_acceptance
+    from specfleet.measure.acceptance import class_acceptance
     from tasks.tracking.names import acceptance_metrics
 
     config = load(write_config(tmp_path))

@@ -1,0 +1,50 @@
+"""Which cells a budgeted sweep measures first (issue 18): those whose measurement can still
+change a decision.
+
+Order, first to last:
+1. cells of the baseline (every decision compares against them); first measurements before repeats;
+2. cells the entry gate needs (a class and load with a share of the traffic mix), heaviest
+   share first; cells outside the mix after them;
+3. within those, speculative cells nearest break-even first: the predicted speedup's distance
+   from 1 in units of the sweep's noise floor, ``|ln s| / ln(1 + noise)``. Before any sweep (the
+   prior: no acceptance measured, no noise floor) the distance is unknown and the mix share
+   alone orders them; lower k first on ties, as a k policy needs its small k.
+
+Predictions only order the work; no decision reads them.
+"""
+
+import math
+from collections.abc import Sequence
+
+from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
+from specfleet.planning.estimate import DEFAULT_MAX_NUM_SEQS, Timing, request_ms
+from specfleet.verdicts.traffic_mix import effective_mix
+
+
+def predicted_speedup(timing: Timing, config: SweepConfig, arm: ArmPlan, baseline: ArmPlan,
+                      cell: CellIdentity) -> float:
+    """The arm's request rate over the baseline's at the cell's batch (closed loop) or at batch 1."""
+    limit = float(config.engine.max_num_seqs or DEFAULT_MAX_NUM_SEQS)
+    batch = min(cell.load_value, limit) if cell.load_mode == "concurrency" else 1.0
+    spec = request_ms(timing, arm, config, cell.prompt_class, cell.sampling, batch)
+    base = request_ms(timing, baseline, config, cell.prompt_class, cell.sampling, batch)
+    return base / spec
+
+
+def cell_order(timing: Timing, config: SweepConfig, cells: Sequence[tuple[ArmPlan, CellIdentity]],
+               noise_floor: float | None) -> list[CellIdentity]:
+    """``cells`` (with their arms) in the order a budgeted sweep measures them."""
+    mix = effective_mix(config)
+    baseline = next(arm for arm, _ in cells if arm.is_baseline) if any(a.is_baseline for a, _ in cells) else None
+
+    def key(item: tuple[ArmPlan, CellIdentity]) -> tuple[int, int, float, float, float, int]:
+        arm, cell = item
+        share = mix.class_shares.get(cell.prompt_class, 0.0) * (
+            mix.load_shares.get(cell.load_value, 0.0) if cell.load_mode == mix.load_mode else 0.0)
+        distance = 0.0
+        if not arm.is_baseline and baseline is not None and noise_floor:
+            speedup = predicted_speedup(timing, config, arm, baseline, cell)
+            distance = abs(math.log(speedup)) / math.log1p(noise_floor)
+        return (0 if arm.is_baseline else 1, cell.repeat, 0.0 if share > 0 else 1.0, distance, -share, arm.k or 0)
+
+    return [cell for _, cell in sorted(cells, key=key)]

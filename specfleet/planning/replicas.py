@@ -1,0 +1,42 @@
+"""Baseline replicas (issue 18): a baseline stage's cells split over identical servers, so the
+accelerators the speculative arms use later do not idle while the baseline runs.
+
+The cells are dealt round robin (each replica gets its share of every load, class and sampling
+mode) over at most one replica per cell. With two or more replicas each one opens with a
+cross-replica check: the previous replica's first cell measured again (``replica_check``), at
+the same point of the stage on other accelerators. The check is a baseline cell like the
+others on a server life of its own, so the run-to-run noise (``specfleet.stats.variance``,
+whose server part it estimates) and the baseline a decision compares against
+(``specfleet.verdicts.cell``) pool it with the repeats: replica-to-replica variation enters both, as
+it already enters every comparison of a speculative arm on other accelerators.
+"""
+
+from collections.abc import Sequence
+
+from specfleet.contract import CellIdentity, SweepConfig
+
+
+def replica_shares(cells: Sequence[CellIdentity], replicas: int) -> list[list[CellIdentity]]:
+    """``cells`` over ``replicas`` servers, in the order each measures them: one list per
+    replica, a check cell first where there are two or more."""
+    count = max(1, min(replicas, len(cells)))
+    shares = [list(cells[i::count]) for i in range(count)]
+    if count == 1:
+        return shares
+    return [[shares[i - 1][0].model_copy(update={"replica_check": True}), *share] for i, share in enumerate(shares)]
+
+
+def server_name(arm: str, replica: int) -> str:
+    """What a replica's per-server files are named after: ``baseline``, ``baseline-r1``, ..."""
+    return arm if replica == 0 else f"{arm}-r{replica}"
+
+
+def slots(config: SweepConfig) -> tuple[int, int]:
+    """(arms that run at once, accelerators held): one arm per node on CPU; on GPUs as many
+    tensor-parallel groups as the node holds."""
+    hw = config.hardware
+    per_node = hw.accelerators_per_node or hw.tensor_parallel_size
+    held = hw.nodes * per_node
+    if hw.on_cpu:
+        return hw.nodes, held
+    return max(1, hw.nodes * (per_node // hw.tensor_parallel_size)), held

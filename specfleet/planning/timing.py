@@ -1,0 +1,170 @@
+"""The two sources of a plan's times (``specfleet.planning.estimate.Timing``): the performance
+model's cold-start prior, and a model calibrated on a stored sweep with that sweep's own
+start-up and probe records."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from specfleet.contract import ArmPlan
+from specfleet.perfmodel.acceptance import AcceptanceProfile
+from specfleet.perfmodel.calibrate import Calibration
+from specfleet.perfmodel.prior import PRIOR_LABEL, ModelShape, Roofline, prior_startup_s, prior_step
+from specfleet.perfmodel.step_time import LinearStep
+from specfleet.results import ArmTiming
+
+NO_ACCEPTANCE_NOTE = ("no acceptance measured: one token per step assumed (nothing accepted), an upper bound on "
+                      "time")
+
+
+@dataclass(frozen=True)
+class PriorTiming:
+    """Roofline step laws and stated start-up defaults; one token per step for speculative arms
+    (acceptance is unknown before a sweep: the plan's time is then an upper bound)."""
+
+    target: ModelShape
+    drafts: Mapping[str, ModelShape]
+    """Draft model per arm spec name (``draft_model`` arms)."""
+    hardware: Roofline
+    prompt_tokens_by_class: Mapping[str, float]
+    basis: str = PRIOR_LABEL
+    notes: tuple[str, ...] = (NO_ACCEPTANCE_NOTE,)
+    """What the plan should say about these times."""
+
+    def step(self, arm: ArmPlan) -> LinearStep:
+        return prior_step(self.target, self.drafts.get(arm.spec_name), arm.method, arm.k or 0, self.hardware)
+
+    def tokens_per_step(self, arm: ArmPlan, prompt_class: str, sampling: str) -> float:
+        return 1.0
+
+    def draft_rate(self, arm: ArmPlan, prompt_class: str, sampling: str) -> float:
+        return 1.0
+
+    def prompt_tokens(self, prompt_class: str) -> float:
+        return self.prompt_tokens_by_class[prompt_class]
+
+    def request_overhead_ms(self) -> float:
+        return self.hardware.engine.step_overhead_ms
+
+    def startup_s(self, arm: ArmPlan) -> float:
+        draft = self.drafts.get(arm.spec_name)
+        return prior_startup_s([self.target, *([draft] if draft is not None else [])], self.hardware)
+
+    def probe_s(self, arm: ArmPlan) -> float | None:
+        return None
+
+    def sweep_overhead_s(self) -> float:
+        return self.hardware.engine.sweep_overhead_s
+
+    def startup_high_s(self, arm: ArmPlan) -> float:
+        return self.startup_s(arm)
+
+    def after_stages_s(self) -> float:
+        return self.sweep_overhead_s()
+
+
+@dataclass(frozen=True)
+class ArmRecord:
+    """One arm's timing as the calibration sweep recorded it."""
+
+    arm: str
+    method: str
+    phase: str
+    timing: ArmTiming
+
+
+@dataclass(frozen=True)
+class CalibratedTiming:
+    """The step law and acceptance of a calibrated model; start-up, probes and the time outside
+    the arms from the sweep's records. Arms or classes the sweep lacks fall back to ``prior``."""
+
+    calibration: Calibration
+    records: Sequence[ArmRecord]
+    outside_arms_s: float | None
+    """The calibration sweep's wall time less its stages' (Ray's start, planning, aggregation), when it
+    recorded its wall time."""
+    prior: PriorTiming
+    after_stages_recorded_s: float | None = None
+    """The calibration sweep's seconds after its last stage, when it recorded them."""
+    history: Sequence[ArmRecord] = ()
+    """Arm records of other recent sweeps of the config: more start-ups for ``startup_high_s``."""
+    history_after_stages_s: Sequence[float] = ()
+    """Their recorded seconds after the last stage: more for ``after_stages_s``."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def basis(self) -> str:
+        return f"calibrated on {self.calibration.sweep_id}"
+
+    def step(self, arm: ArmPlan) -> LinearStep:
+        if arm.method not in self.calibration.law.methods:
+            self._note(f"arm {arm.arm}: its method was not measured in {self.calibration.sweep_id}; step time from "
+                       f"the {PRIOR_LABEL}")
+            return self.prior.step(arm)
+        return self.calibration.law.linear(arm.method, arm.k or 0)
+
+    def _profile(self, arm: ArmPlan, prompt_class: str, sampling: str) -> AcceptanceProfile | None:
+        return self.calibration.acceptance.get((arm.spec_name, prompt_class, sampling))
+
+    def tokens_per_step(self, arm: ArmPlan, prompt_class: str, sampling: str) -> float:
+        if arm.is_baseline:
+            return 1.0
+        profile = self._profile(arm, prompt_class, sampling)
+        if profile is None:
+            self._note(f"arm {arm.spec_name} on {prompt_class} ({sampling}): {NO_ACCEPTANCE_NOTE}")
+            return 1.0
+        return float(profile.tokens_per_step(arm.k or 0))
+
+    def draft_rate(self, arm: ArmPlan, prompt_class: str, sampling: str) -> float:
+        profile = self._profile(arm, prompt_class, sampling)
+        return 1.0 if profile is None else float(profile.rate())
+
+    def prompt_tokens(self, prompt_class: str) -> float:
+        shapes = self.calibration.workloads.get(prompt_class)
+        if not shapes:
+            return self.prior.prompt_tokens(prompt_class)
+        return sum(s.prompt_tokens for s in shapes) / len(shapes)
+
+    def request_overhead_ms(self) -> float:
+        return self.calibration.overhead_ms
+
+    def _timings(self, arm: ArmPlan, records: Sequence[ArmRecord]) -> list[ArmTiming]:
+        for match in (lambda r: r.arm == arm.arm, lambda r: r.method == arm.method, lambda r: True):
+            found = [r.timing for r in records if match(r) and r.timing.server_starts]
+            if found:
+                return found
+        return []
+
+    def startup_s(self, arm: ArmPlan) -> float:
+        found = self._timings(arm, self.records)
+        if not found:
+            return self.prior.startup_s(arm)
+        return sum(t.startup_s / t.server_starts for t in found) / len(found)
+
+    def startup_high_s(self, arm: ArmPlan) -> float:
+        """The slowest start-up recorded for the arm (else its method, else any arm) in this sweep
+        and the ``history``: what a budget counts on, since a start-up longer than planned runs
+        the sweep past its deadline (the demo's baseline started in 46 to 75 s on one machine)."""
+        found = self._timings(arm, [*self.records, *self.history])
+        if not found:
+            return self.prior.startup_s(arm)
+        return max(t.startup_s / t.server_starts for t in found)
+
+    def after_stages_s(self) -> float:
+        """After the last stage (Ray's stop, logging, aggregation): the longest recorded here and in
+        the history (a budgeted sweep's aggregation also predicts the cells it left out: 15 s
+        against 5 s for a complete demo sweep), else all the time outside the arms."""
+        recorded = [*([] if self.after_stages_recorded_s is None else [self.after_stages_recorded_s]),
+                    *self.history_after_stages_s]
+        return max(recorded) if recorded else self.sweep_overhead_s()
+
+    def probe_s(self, arm: ArmPlan) -> float | None:
+        probes = [r.timing.probe_s for r in self.records if r.arm == arm.arm and r.phase == "main"
+                  and r.timing.probe_s > 0]
+        return probes[0] if probes else None
+
+    def sweep_overhead_s(self) -> float:
+        return self.prior.sweep_overhead_s() if self.outside_arms_s is None else self.outside_arms_s
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)

@@ -1,0 +1,105 @@
+"""The benchmark contract: what validates, what is rejected and how the error reads."""
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from specfleet.contract import arm_plans, cell_identities, parse_sweep_config
+from specfleet.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[4]
+DEMO = (ROOT / "configs" / "demo-cpu.yaml").read_text()
+
+
+def _error(text: str) -> str:
+    with pytest.raises(InputError) as caught:
+        parse_sweep_config(text, "sweep.yaml")
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("name", ["demo-cpu.yaml", "llama70b-h200.yaml"])
+def test_shipped_configs_validate(name: str) -> None:
+    config = parse_sweep_config((ROOT / "configs" / name).read_text(), name)
+    assert config.baseline.method == "baseline"
+
+
+def test_gpu_pilot_covers_the_seed_matrix() -> None:
+    config = parse_sweep_config((ROOT / "configs" / "llama70b-h200.yaml").read_text(), "x")
+    assert config.load.concurrency == [1, 4, 16, 64]
+    assert {p.name for p in config.prompt_classes} == {"code", "extraction", "longform", "chat", "rag"}
+    assert {a.method for a in config.arms} >= {"baseline", "eagle3", "ngram"}
+
+
+def test_typo_in_a_key_names_the_field_and_line() -> None:
+    message = _error(DEMO.replace("requests_per_cell", "requests_per_cel"))
+    assert "load.requests_per_cel" in message and "unknown key" in message
+    assert message.startswith("sweep.yaml:")
+
+
+def test_negative_concurrency_names_the_field() -> None:
+    message = _error(DEMO.replace("concurrency: [1, 4]", "concurrency: [1, -4]"))
+    assert "load.concurrency[1]" in message and "-4" in message
+
+
+@pytest.mark.parametrize("bad", ['[2, "four"]', '[2, "4"]', "[2, 4.5]"])
+def test_k_list_must_hold_integers(bad: str) -> None:
+    message = _error(DEMO.replace("k: [2, 4]", f"k: {bad}"))
+    assert "arms[1].k[1]" in message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("{name: baseline, method: baseline}", "{name: baseline, method: baseline, k: [2]}", "no k list"),
+        ("percentile: 95", "percentile: 101", "slo.percentile"),
+        ("concurrency: [1, 4]", "concurrency: []", "at least one concurrency"),
+        ("concurrency: [1, 4]", "concurrency: [0]", "load.concurrency[0]"),
+        ("{name: ngram, method: ngram, k: [3]", "{name: ngram, method: ngram, k: []", "non-empty k"),
+        ("{name: baseline, method: baseline}", "{name: base2, method: draft_model, k: [1]}", "exactly one"),
+        ("method: draft_model", "method: medusa2", "arms[1].method"),
+    ],
+)
+def test_contradictions_are_rejected(old: str, new: str, expected: str) -> None:
+    assert old in DEMO
+    assert expected in _error(DEMO.replace(old, new, 1))
+
+
+def test_a_prompt_class_may_name_a_scored_set() -> None:
+    extraction = "{name: extraction, max_output_tokens: 48}"
+    with_set = DEMO.replace(extraction, "{name: extraction, max_output_tokens: 48, scored_set: sets/x.jsonl}")
+    classes = parse_sweep_config(with_set, "demo").prompt_classes
+    assert [c.scored_set for c in classes] == [None, "sets/x.jsonl", None]
+    message = _error(DEMO.replace(extraction, "{name: extraction, scored_set: ''}"))
+    assert "prompt_classes[1].scored_set" in message
+
+
+def test_malformed_yaml_names_the_line() -> None:
+    message = _error(DEMO.replace("load:\n", "load:\n  : [\n"))
+    assert message.startswith("sweep.yaml:") and "malformed YAML" in message
+
+
+def test_matrix_expands_baseline_first_and_one_arm_per_k() -> None:
+    config = parse_sweep_config(DEMO, "demo")
+    arms = arm_plans(config)
+    assert [a.arm for a in arms] == ["baseline", "draft-k2", "draft-k4", "ngram-k3"]
+    assert arms[0].speculative_config is None
+    assert arms[1].speculative_config == {
+        "method": "draft_model", "num_speculative_tokens": 2, "model": "fixture:draft",
+    }
+    assert arms[3].speculative_config is not None
+    assert arms[3].speculative_config["prompt_lookup_max"] == 5
+    cells = cell_identities(config, arms[1])
+    assert len(cells) == 2 * 3 * 1
+    assert len({c.key("fp") for c in cells}) == len(cells)
+
+
+@given(st.text(min_size=1, max_size=12))
+def test_cell_key_depends_on_the_fingerprint(fingerprint: str) -> None:
+    config = parse_sweep_config(DEMO, "demo")
+    cell = cell_identities(config, arm_plans(config)[0])[0]
+    assert cell.key(fingerprint) == cell.key(fingerprint)
+    assert cell.key(fingerprint) != cell.key(fingerprint + "x")

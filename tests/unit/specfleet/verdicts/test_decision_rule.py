@@ -1,0 +1,112 @@
+"""The one decision rule (``specfleet.verdicts.rule``): its critical values against closed forms,
+max-T's gain from correlated claims, Benjamini-Hochberg by hand, and no adopt without a noise
+estimate."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from specfleet.stats.runs import RunValue
+from specfleet.stats.variance import estimate_noise
+from specfleet.verdicts.rule import Claim, ClaimResult, Family
+from tests.support.noise_runs import config, runs
+
+CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE
+
+
+def family(control: str = "family_wise") -> Family:
+    found = runs(np.random.default_rng(3))
+    noise = estimate_noise(found, "qualified_tokens_per_s", CONFIDENCE)
+    return Family(found, {"qualified_tokens_per_s": noise}, CONFIDENCE, control)  # type: ignore[arg-type]
+
+
+def cell_claim(fam: Family, key: str, i: int, log_estimate: float, kind: str = "mix") -> Claim:
+    """The draft arm over the baseline at configuration i, at a given estimate."""
+    base = [j for j, r in enumerate(fam.runs) if r.arm == "baseline" and r.config == config(i)]
+    cand = [j for j, r in enumerate(fam.runs) if r.arm == "draft" and r.config == config(i)]
+    weights = {j: 1.0 / len(cand) for j in cand} | {j: -1.0 / len(base) for j in base}
+    return Claim(key, kind, log_estimate, weights)  # type: ignore[arg-type]
+
+
+def se_df(result: ClaimResult) -> tuple[float, float]:
+    m = result.marginal
+    assert m.low is not None and m.high is not None and m.df is not None
+    return (np.log(m.high) - np.log(m.low)) / (2 * stats.t.isf(ALPHA / 2, m.df)), m.df
+
+
+def lower_critical(result: ClaimResult) -> float:
+    se, _ = se_df(result)
+    assert result.corrected.low is not None
+    return float((result.claim.log_estimate - np.log(result.corrected.low)) / se)
+
+
+def test_one_claim_gets_the_one_sided_t_bound() -> None:
+    fam = family()
+    fam.add(cell_claim(fam, "only", 0, 0.1))
+    result = fam.decide()["only"]
+    _, df = se_df(result)
+    assert 1.0 < df < 100.0
+    assert lower_critical(result) == pytest.approx(stats.t.isf(ALPHA, df), abs=0.12)
+    assert result.comparisons == 1 and result.corrected.sides == "each" and result.marginal.sides == "two"
+
+
+def test_max_t_pays_nothing_for_a_claim_repeated_and_bonferroni_for_independent_ones() -> None:
+    one = family()
+    one.add(cell_claim(one, "only", 0, 0.1))
+    alone = lower_critical(one.decide()["only"])
+    copies = family()
+    for n in range(5):
+        copies.add(cell_claim(copies, f"copy{n}", 0, 0.1))
+    for result in copies.decide().values():  # the same draws up to Monte Carlo error (6,000 draws)
+        assert lower_critical(result) == pytest.approx(alone, abs=0.12)
+    # five claims on five disjoint baselines (one shared candidate server): near Bonferroni's five-fold cost
+    spread = family()
+    for i in range(5):
+        spread.add(cell_claim(spread, f"config{i}", 2 * i, 0.1))
+    results = spread.decide()
+    critical = lower_critical(results["config0"])
+    _, df = se_df(results["config0"])
+    assert alone + 0.3 < critical <= stats.t.isf(ALPHA / 5, df) + 0.1
+
+
+def test_the_false_discovery_rate_is_benjamini_hochberg() -> None:
+    fam = family("false_discovery_rate")
+    estimates = [0.9, 0.75, 0.65, 0.55, 0.45, 0.1, -0.2, 0.0]
+    for i, log in enumerate(estimates):
+        fam.add(cell_claim(fam, f"c{i}", i, log))
+    results = fam.decide()
+    p = {}
+    for key, r in results.items():
+        se, df = se_df(r)
+        p[key] = stats.t.sf(r.claim.log_estimate / se, df)
+    ordered = sorted(p, key=p.__getitem__)
+    m = len(ordered)
+    passed = [rank for rank, key in enumerate(ordered, 1) if p[key] <= ALPHA * rank / m]
+    expected = set(ordered[:max(passed)]) if passed else set()
+    adopted = {key for key, r in results.items() if r.adopted}
+    assert adopted == expected
+    bonferroni = {key for key in p if p[key] <= ALPHA / m}
+    assert bonferroni < adopted  # the case tells the two apart
+    assert all(r.corrected.correction == "FCR-adjusted, Benjamini-Hochberg" for r in results.values())
+
+
+def test_without_a_noise_estimate_nothing_has_an_interval_or_is_adopted() -> None:
+    lone = [RunValue("qualified_tokens_per_s", "b", "baseline", config(0), "s0", 4.0),
+            RunValue("qualified_tokens_per_s", "d", "draft", config(0), "s1", 5.0)]
+    fam = Family(lone, {"qualified_tokens_per_s": estimate_noise(lone, "qualified_tokens_per_s", CONFIDENCE)},
+                 CONFIDENCE)
+    fam.add(Claim("huge", "cell", 1.0, {0: -1.0, 1: 1.0}))
+    result = fam.decide()["huge"]
+    assert not result.adopted and result.marginal.low is None and result.marginal.confidence is None
+    assert result.marginal.basis == "none" and result.why_not is not None
+    assert result.why_not.startswith("no run-to-run noise estimate")
+
+
+def test_a_family_refuses_a_claim_twice_or_on_another_metric() -> None:
+    fam = family()
+    fam.add(cell_claim(fam, "x", 0, 0.1))
+    with pytest.raises(ValueError, match="twice"):
+        fam.add(cell_claim(fam, "x", 1, 0.1))
+    with pytest.raises(ValueError, match="another metric"):
+        fam.add(Claim("itl", "cell", 0.1, {0: 1.0}, metric="itl"))

@@ -159,8 +159,11 @@ def calibrate(
     keep: Callable[[CellIdentity], bool] | None = None,
     seed: int = 0,
     resamples: int = 200,
+    overhead_ms: float | None = None,
 ) -> Calibration:
     """Fit the model to the usable cells of a stored sweep (those ``keep`` accepts, default all).
+    ``overhead_ms``: the server overhead an earlier fit to the same cells found (the sweep's summary
+    keeps it), so its search, most of a fit's time, is not run again.
 
     Raises ``InputError`` when no usable cell with per-request records is left.
     """
@@ -206,7 +209,7 @@ def calibrate(
             kv[plan.spec_name] = size if known is None else min(known, size)
     jitter = _jitter(law, used, rng)
     max_seqs = config.engine.max_num_seqs or DEFAULT_MAX_NUM_SEQS
-    overhead, fits = _overhead(law, used, acceptance, max_seqs, kv, seed)
+    overhead, fits = _overhead(law, used, acceptance, max_seqs, kv, seed, overhead_ms)
     floors = [f.relative_spread for f in baseline_noise([c.cell for c in used]).values()
               if f.relative_spread is not None]
     loads = [c.cell.identity for c in used]
@@ -223,9 +226,21 @@ def calibrate(
     )
 
 
+def _search(excess: Callable[[float], float], high: float) -> float:
+    """The overhead in [0, ``high``] where ``excess`` (measured less simulated median TTFT, falling
+    as the overhead rises) crosses 0, by bisection; 0 when the simulation is slower already."""
+    low = 0.0
+    if excess(low) <= 0:
+        return 0.0
+    for _ in range(OVERHEAD_ROUNDS):
+        mid = (low + high) / 2.0
+        low, high = (mid, high) if excess(mid) > 0 else (low, mid)
+    return (low + high) / 2.0
+
+
 def _overhead(
     law: StepLaw, used: Sequence[_Cell], acceptance: Mapping[AcceptanceKey, AcceptanceProfile], max_num_seqs: int,
-    kv: Mapping[str, int | None], seed: int,
+    kv: Mapping[str, int | None], seed: int, known_ms: float | None = None,
 ) -> tuple[float, list[CellFit]]:
     """The API server's time per request that makes the simulated cells' median TTFT the measured one
     (the median over cells of the difference is 0; bisection, the simulated TTFT rising with it)."""
@@ -249,12 +264,7 @@ def _overhead(
                  for (_, measured, _, _), sim in zip(runs, simulated(overhead), strict=True)]
         return float(np.median(diffs)) if diffs else 0.0
 
-    low, high = 0.0, max((m for _, m, _, _ in runs), default=0.0)
-    if runs and excess(low) > 0:
-        for _ in range(OVERHEAD_ROUNDS):
-            mid = (low + high) / 2.0
-            low, high = (mid, high) if excess(mid) > 0 else (low, mid)
-    overhead = (low + high) / 2.0 if runs and excess(0.0) > 0 else 0.0
+    overhead = known_ms if known_ms is not None else _search(excess, max((m for _, m, _, _ in runs), default=0.0))
     by_cell = {c.cell.key: (measured, sim) for (c, measured, _, _), sim in zip(runs, simulated(overhead), strict=True)}
     fits = []
     for c in used:

@@ -80,6 +80,10 @@ class SweepSummary(RecordModel):
     server_args: DeploymentArgs | None = Field(
         None, description="Each arm's vLLM server arguments for the target, and the speculation-off ones to "
         "roll back to (None in summaries written before they were stored).")
+    model_overhead_ms: float | None = Field(
+        None, description="The performance model's server time per request fitted to this sweep's cells (a model "
+        "parameter, never read by a decision): a plan calibrated on this sweep reuses it rather than searching "
+        "again. None in older summaries, or with no cell to fit.")
     wall_s: float | None = Field(None, description="Seconds from this invocation's start to its summary "
                                  "(what a plan calibrated on this sweep reads); None in older summaries.")
     after_stages_s: float | None = Field(

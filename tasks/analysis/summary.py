@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from specfleet.contract.server_args import deployment_args
 from specfleet.errors import InputError
 from specfleet.measure.acceptance import class_acceptance
+from specfleet.perfmodel import calibrate
 from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
 from specfleet.results import CellResult, RequestRecord
 from specfleet.results.summary import ArmSummary, SweepSummary
@@ -59,7 +60,18 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         engine_checks=plan.engine_checks,
         results_dir=str(plan.store.dir),
         server_args=deployment_args(plan.config, plan.resolved, SERVED_MODEL_NAME),
+        model_overhead_ms=_model_overhead_ms(plan, cells, records),
     )
+
+
+def _model_overhead_ms(plan: SweepPlan, cells: Sequence[CellResult],
+                       records: Mapping[str, Sequence[RequestRecord]]) -> float | None:
+    """The server overhead the performance model fits to the sweep's cells, kept so that a plan
+    calibrated on this sweep later (each budgeted stage of the next one) does not search for it again."""
+    try:
+        return calibrate(plan.sweep_id, plan.config, cells, records, seed=plan.config.analysis.seed).overhead_ms
+    except InputError:  # no usable cell with records: nothing to calibrate on
+        return None
 
 
 def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],

@@ -1,6 +1,7 @@
 """``specfleet plan``'s inputs: model architectures, the accelerator's roofline, prompt lengths,
 and a stored sweep to calibrate on; then ``specfleet.planning.estimate`` does the arithmetic."""
 
+import functools
 import json
 import time
 from collections.abc import Sequence
@@ -10,7 +11,7 @@ import numpy as np
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
-from specfleet.perfmodel import calibrate
+from specfleet.perfmodel import Calibration, calibrate
 from specfleet.perfmodel.architectures import KNOWN_CONFIGS
 from specfleet.perfmodel.prior import (
     ACCELERATORS,
@@ -151,13 +152,26 @@ def arm_records(summary: SweepSummary | None, config: SweepConfig) -> list[ArmRe
             for a in (summary.arms if summary is not None else []) if a.timing is not None]
 
 
+@functools.lru_cache(maxsize=8)
+def _calibration(sweep_dir: Path, stamp: tuple[tuple[str, int], ...], config_json: str,
+                 overhead_ms: float | None) -> Calibration:
+    """The performance model fitted to a stored sweep's cells, once per process for the same stored
+    contents (``stamp``): a budgeted sweep times each stage on the same earlier sweep. ``overhead_ms``:
+    the overhead its summary kept (the fit's search, which simulates every cell a dozen times, is
+    then skipped)."""
+    config = SweepConfig.model_validate_json(config_json)
+    sweep = StoredSweep(sweep_dir, config=config)
+    return calibrate(sweep.id, config, sweep.cells, sweep.records, seed=config.analysis.seed, overhead_ms=overhead_ms)
+
+
 def calibrated_timing(sweep: StoredSweep, prior: PriorTiming, history: Sequence[SweepSummary] = ()) -> CalibratedTiming:
     """The model calibrated on ``sweep``'s cells and records with its arms' timing records (no
     analysis: nothing here reads a gate or a decision); ``history``: the summaries of other recent
     sweeps of the config, for the budget's slowest start and longest aggregation."""
     config = sweep.config
-    cal = calibrate(sweep.id, config, sweep.cells, sweep.records, seed=config.analysis.seed)
     summary = sweep.summary  # None while a sweep runs: no timing records yet
+    cal = _calibration(sweep.dir, sweep.contents_stamp(), config.model_dump_json(),
+                       summary.model_overhead_ms if summary is not None else None)
     methods = {a.arm: a.method for a in arm_plans(config)}
     records = arm_records(summary, config)
     outside = None

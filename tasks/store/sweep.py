@@ -195,6 +195,11 @@ class StoredSweep:
             raise InputError(f"{self.id}: stored arm {unknown[0]!r} is not in the config as it is now")
         return cells
 
+    def contents_stamp(self) -> tuple[tuple[str, int], ...]:
+        """Each stored cell and the summary with its modification time: equal stamps, equal contents."""
+        paths = [*sorted((self.dir / "cells").glob("*.json")), self.dir / SUMMARY_FILE]
+        return tuple((p.name, p.stat().st_mtime_ns) for p in paths if p.is_file())
+
     @cached_property
     def records(self) -> dict[str, list[RequestRecord]]:
         """Per-request records by cell key, for every cell whose Parquet file is there."""

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from specfleet.measure.acceptance import ClassAcceptance, class_acceptance
 from specfleet.verdicts.kpolicy import KPolicy
 from specfleet.verdicts.prompt_class import ClassVerdict, class_verdicts
-from specfleet.verdicts.table import DecisionRow, decision_rows, negative_cells
+from specfleet.verdicts.table import DecisionRow
 from tasks.report.diff import SweepDiff, diff_sweeps
 from tasks.report.measures import (
     EnergyRow,
@@ -59,7 +59,6 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
     ``with_predicted`` the measured and predicted view (the performance model calibrated on the sweep)."""
     ks, grid = modelled_grid(data.config, draft_cost_ratio)
     rates, missing = acceptance_by_position(data)
-    rows = decision_rows(data.decisions, data.config)
     return ReportContent(
         data=data, draft_cost_ratio=draft_cost_ratio,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -68,8 +67,8 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
         maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
         latency=latency_curves(data), read_together=read_together_notes(data),
         acceptance=rates, acceptance_missing=missing, acceptance_rows=class_acceptance(data.cells, data.records),
-        kv=kv_rows(data), energy=energy_rows(data), rows=rows,
-        negative=negative_cells(data.decisions, data.config),
+        kv=kv_rows(data), energy=energy_rows(data), rows=data.cost_table,
+        negative=data.negative_cells,
         contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,
         predicted=predicted_view(data) if with_predicted else None,
     )

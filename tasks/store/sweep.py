@@ -37,6 +37,7 @@ from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.evidence import earlier_runs
 from specfleet.verdicts.kpolicy import KPolicyReport
 from specfleet.verdicts.mix import MixVerdict
+from specfleet.verdicts.table import DecisionRow, decision_rows, negative_cells
 from tasks.plan.config import load_sweep_config
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ProbeKind, probe_file
@@ -125,6 +126,9 @@ class ReportData:
     """The tests behind them (empty for a summary written before they were stored)."""
     quality: list[QualityCheck]
     decisions: list[Decision]
+    cost_table: list[DecisionRow]
+    """One row per decision (the summary's rows, made once by the aggregate step)."""
+    negative_cells: list[DecisionRow]
     policies: list[KPolicyReport]
     mix: list[MixVerdict]
     """The verdicts at the traffic mix (empty, with a note saying why, when none could be formed)."""
@@ -267,24 +271,27 @@ class StoredSweep:
         summary = self.summary
         if summary is not None and summary.noise:
             return self._data(summary.gates, summary.equivalence, summary.quality, summary.decisions,
-                              summary.k_policy, summary.mix, summary.noise, f"the sweep's {SUMMARY_FILE}",
-                              summary.notes)
+                              (summary.cost_table, summary.negative_cells), summary.k_policy, summary.mix,
+                              summary.noise, f"the sweep's {SUMMARY_FILE}", summary.notes)
         analysis = self.analyse()
         origin = (f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
                   if summary is None else f"recomputed from the stored cells (its {SUMMARY_FILE} was written before "
                   "the run-to-run noise was pooled: its decisions followed an older rule)")
-        return self._data(analysis.gates, analysis.equivalence, analysis.quality, analysis.decisions,
+        rows = (decision_rows(analysis.decisions, self.config), negative_cells(analysis.decisions, self.config))
+        return self._data(analysis.gates, analysis.equivalence, analysis.quality, analysis.decisions, rows,
                           analysis.policies, analysis.mix, analysis.noise, origin, analysis.notes)
 
     def _data(self, gates: dict[str, list[GateResult]], equivalence: list[ArmEquivalence],
-              quality: list[QualityCheck], decisions: list[Decision], policies: list[KPolicyReport],
+              quality: list[QualityCheck], decisions: list[Decision],
+              rows: tuple[list[DecisionRow], list[DecisionRow]], policies: list[KPolicyReport],
               mix: list[MixVerdict], noise: list[RunNoise], source: str, notes: list[str]) -> ReportData:
         summary = self.summary
         return ReportData(
             sweep_id=self.id, sweep_dir=self.dir, config=self.config, config_source=self.record.config_source,
             fingerprint=self.record.fingerprint, cells=self.cells, records=self.records, gates=gates,
-            equivalence=equivalence, quality=quality, decisions=decisions, policies=policies, mix=mix, noise=noise,
-            decisions_source=source, notes=notes, failed_cells=summary.failed_cells if summary is not None else [],
+            equivalence=equivalence, quality=quality, decisions=decisions, cost_table=rows[0],
+            negative_cells=rows[1], policies=policies, mix=mix, noise=noise, decisions_source=source, notes=notes,
+            failed_cells=summary.failed_cells if summary is not None else [],
             not_measured=summary.not_measured if summary is not None else [], engine_checks=self.engine_checks.checks,
             server_args=summary.server_args if summary is not None else None)
 

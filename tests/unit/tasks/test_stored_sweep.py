@@ -3,6 +3,7 @@ nothing re-derives what it holds (no gate, no analysis), for every command that 
 sweep; ``sweep.json`` holds the config, so a sweep reads the same after its config file moved;
 a sweep written by ce4142f's ``make demo`` (format 1, stored under ``data/``) is read too."""
 
+import html
 import json
 import shutil
 import sys
@@ -156,3 +157,57 @@ def test_a_sweep_written_by_ce4142f_is_read(tmp_path: Path) -> None:
     assert data.noise and data.mix and data.equivalence
     markdown = render_markdown(build_content(data, 0.05, with_predicted=False), "report.html")
     assert f"# specfleet report: {sweep_id}" in markdown or sweep_id in markdown.splitlines()[0]
+
+
+def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
+        sweep: AdoptedSweep, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's ``SweepSummary``, made once by the aggregate step and stored, is the object every
+    output renders: its verdicts at the mix, its noise and its cost table are found, as the same
+    figures, in the terminal, ``summary.md``, the report (HTML and markdown) and MLflow."""
+    from mlflow import MlflowClient
+
+    from cli.render import print_sweep_summary
+    from specfleet.verdicts.table import DecisionRow
+    from tasks.report.headline import mix_lines, noise_lines
+    from tasks.report.markdown import summary_markdown
+    from tasks.report.publish import write_report
+    from tasks.tracking.runs import log_sweep_summary, open_sweep_run
+
+    summary = sweep.summary
+    print_sweep_summary(summary, "mlflow ui")
+    terminal = capsys.readouterr().out
+    markdown = summary_markdown(summary)
+    with nothing_derived() as called:
+        files = write_report(build_content(StoredSweep(sweep.plan.store.dir).report_data(), 0.05,
+                                           with_predicted=False), tmp_path / "report")
+    assert called == []
+    report_html, report_md = html.unescape(files.html.read_text()), files.markdown.read_text()
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = open_sweep_run(uri, sweep.plan.config, sweep.sweep_id, sweep.plan.fingerprint)
+    log_sweep_summary(uri, parent, summary, markdown)
+    client = MlflowClient(uri)
+    logged_md = Path(client.download_artifacts(parent, "summary.md", str(tmp_path))).read_text()
+
+    figures = [line.strip() for line in [*mix_lines(summary.mix), *noise_lines(summary.noise)]
+               if not line.startswith("traffic mix:")]  # the mix itself: a table in the files
+    assert len(figures) > 10 and any("saving +46.2%" in f for f in figures)
+    for text in (terminal, markdown, report_html, report_md, logged_md):
+        assert [f for f in figures if f not in text] == []
+    metrics = client.get_run(parent).data.metrics
+    for v in summary.mix:
+        if v.fleet.saving_fraction is not None:
+            assert metrics[f"mix.{v.name}.{v.sampling}.saving".replace(" ", "_")] == pytest.approx(
+                v.fleet.saving_fraction)
+    table = client.load_table(client.get_run(parent).info.experiment_id, "cost_table.json", run_ids=[parent])
+    logged = [DecisionRow.model_validate({k: (None if v != v else v) for k, v in row.items()})
+              for row in table.to_dict("records")]
+    assert len(logged) == len(summary.cost_table)
+    for got, made in zip(logged, summary.cost_table, strict=True):  # MLflow's table keeps floats to 10 digits
+        numbers = {k for k, v in made.model_dump().items() if isinstance(v, float)}
+        assert got.model_dump(exclude=numbers) == made.model_dump(exclude=numbers)
+        assert got.model_dump(include=numbers) == pytest.approx(made.model_dump(include=numbers), rel=1e-8)
+    for row in summary.cost_table:
+        cost = f"{row.candidate_cost_per_million_usd:.2f}"
+        assert cost in markdown and cost in report_md and cost in report_html

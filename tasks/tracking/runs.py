@@ -194,24 +194,23 @@ def log_cell_runs(uri: str, parent_id: str, cells: Sequence[CellResult], store: 
     return created
 
 
+COST_TABLE = "cost_table.json"
+
+
 def _table(rows: Sequence[DecisionRow]) -> pd.DataFrame:
     return pd.DataFrame([row.model_dump(mode="json") for row in rows], columns=list(DecisionRow.model_fields))
 
 
 def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown: str) -> None:
-    """The cost table, negative cells, decisions, k policy, quality gates, the verdicts at the
-    traffic mix and acceptance per arm and class (as metrics, to compare nights by) on the sweep's
-    parent run."""
+    """The sweep's summary, each figure once, on its parent run: ``summary.json`` (every decision, k
+    policy, gate and verdict), the cost table as an MLflow table (one row per decision, the negative
+    ones included, to filter and compare in the UI), ``summary.md``, and the figures nights are
+    compared by as metrics (the verdicts at the traffic mix, quality gates, acceptance, noise)."""
     client = MlflowClient(uri)
-    tables = {"cost_table.json": summary.cost_table, "negative_cells.json": summary.negative_cells}
     artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri, tracking_uri=uri)
-    for name, rows in tables.items():
-        artifacts.delete_artifacts(name)  # type: ignore[no-untyped-call]  # a resumed sweep replaces its tables: log_table would append
-        client.log_table(parent_id, _table(rows), name)
-    dumped = summary.model_dump(mode="json")
-    client.log_dict(parent_id, {"decisions": dumped["decisions"]}, "decisions.json")
-    client.log_dict(parent_id, {"k_policy": dumped["k_policy"]}, "k_policy.json")
-    client.log_dict(parent_id, dumped, SUMMARY_FILE)
+    artifacts.delete_artifacts(COST_TABLE)  # type: ignore[no-untyped-call]  # a resumed sweep replaces its table: log_table would append
+    client.log_table(parent_id, _table(summary.cost_table), COST_TABLE)
+    client.log_dict(parent_id, summary.model_dump(mode="json"), SUMMARY_FILE)
     client.log_text(parent_id, markdown, SUMMARY_MARKDOWN)
     adopted = sum(row.verdict == "adopt" for row in summary.cost_table)
     _log_batch(client, parent_id, metrics={

@@ -81,7 +81,7 @@ def test_a_log_gets_a_line_per_stage_and_per_finished_cell_with_elapsed_and_pred
 def test_tables_on_the_parent_run_and_in_the_results_dir(reference: ReferenceSweep) -> None:
     parent = reference.runs("sweep")[0]
     artifacts = {a.path for a in MlflowClient(reference.tracking.uri).list_artifacts(parent.info.run_id)}
-    assert {"cost_table.json", "negative_cells.json", "k_policy.json", "summary.md"} <= artifacts
+    assert {"cost_table.json", "summary.json", "summary.md"} <= artifacts
     assert parent.data.params["arms.draft.k"] == "[2]"
     assert parent.data.tags["fingerprint.drafts"].count(str(reference.root / "draft")) == 1
     out = reference.store.dir

@@ -23,14 +23,12 @@ from tasks.report.tables import (
     ACCEPTANCE_CAPTION,
     ACCEPTANCE_COLUMNS,
     ACCEPTANCE_TITLE,
+    NEGATIVE_COLUMNS,
     not_measured_line,
     not_measured_title,
 )
 
 TEMPLATE = "report.html.j2"
-NEGATIVE_LEADING = ("prompt_class", "sampling", "load_mode", "load_value", "method", "k", "verdict", "reason_code",
-                    "reason")
-NEGATIVE_COLUMNS = [*NEGATIVE_LEADING, *(name for name in DecisionRow.model_fields if name not in NEGATIVE_LEADING)]
 
 
 @dataclass(frozen=True)
@@ -61,12 +59,18 @@ def draw(content: ReportContent) -> Figures:
     )
 
 
+def _negative_cells(row: DecisionRow) -> list[str]:
+    """A negative cell's row as the markdown files show it (``tables.NEGATIVE_COLUMNS``)."""
+    return [render(row) for _, render in NEGATIVE_COLUMNS]
+
+
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("tasks.report", "templates"), autoescape=select_autoescape(["j2"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt.num, pct=fmt.pct, speedup=fmt.speedup, config_json=fmt.config_json,
                        saving_range=fmt.saving_range, difference=fmt.difference, not_measured=not_measured_line)
-    env.globals.update(load_label=load_label, negative_columns=NEGATIVE_COLUMNS, na=fmt.NA, mix_title=MIX_TITLE,
+    env.globals.update(load_label=load_label, negative_columns=[name for name, _ in NEGATIVE_COLUMNS],
+                       negative_cells=_negative_cells, zip=zip, na=fmt.NA, mix_title=MIX_TITLE,
                        mix_description=mix_description, mix_verdict_lines=mix_verdict_lines, noise_lines=noise_lines,
                        mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures,
                        not_measured_title=not_measured_title, predicted_caption=caption,

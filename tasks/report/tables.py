@@ -42,9 +42,12 @@ COST_COLUMNS: list[Column[DecisionRow]] = [
     ("verdict", lambda r: r.verdict), ("reason", lambda r: r.reason_code),
 ]
 NEGATIVE_COLUMNS: list[Column[DecisionRow]] = [
-    ("method", lambda r: r.method), ("k", lambda r: str(r.k)), ("class", lambda r: r.prompt_class), ("load", _load),
-    ("reason", lambda r: r.reason),
+    *COST_COLUMNS[:-1], ("sampling", lambda r: r.sampling), ("hardware", lambda r: r.hardware),
+    ("engine", lambda r: f"{r.engine} {r.engine_version or fmt.NA}"), ("reason", lambda r: r.reason),
 ]
+"""A negative cell is shown with the same detail as an adopted one (seed: "A negative result should be
+published with the same detail as a positive one"), its reason in full; the HTML report and every
+markdown file show these columns."""
 
 
 def acceptance_spread(dist: AcceptanceDistribution) -> str:

@@ -172,6 +172,7 @@ def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
     from tasks.report.headline import mix_lines, noise_lines
     from tasks.report.markdown import summary_markdown
     from tasks.report.publish import write_report
+    from tasks.report.tables import NEGATIVE_COLUMNS
     from tasks.tracking.runs import log_sweep_summary, open_sweep_run
 
     summary = sweep.summary
@@ -211,3 +212,7 @@ def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
     for row in summary.cost_table:
         cost = f"{row.candidate_cost_per_million_usd:.2f}"
         assert cost in markdown and cost in report_md and cost in report_html
+    names = [name for name, _ in NEGATIVE_COLUMNS]  # negative cells: the same columns in every file
+    assert summary.negative_cells and "| " + " | ".join(names) + " |" in markdown
+    assert "| " + " | ".join(names) + " |" in report_md and "".join(f"<th>{n}</th>" for n in names) in report_html
+    assert all(row.reason in report_html and row.reason in report_md for row in summary.negative_cells)

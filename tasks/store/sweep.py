@@ -71,6 +71,14 @@ class SweepRecord(RecordModel):
             return {**data, "format": 1, "config_source": data["config"], "config": None}
         return data
 
+    @field_validator("config", mode="before")
+    @classmethod
+    def _stored_config(cls, value: Any) -> Any:
+        """The config as ``model_dump(mode="json")`` wrote it: JSON keeps mapping keys as strings (the
+        traffic block's concurrency levels), so it is read back without the contract's strict types;
+        what was stored passed them when the sweep started."""
+        return SweepConfig.model_validate(value, strict=False) if isinstance(value, dict) else value
+
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: int) -> int:

@@ -216,3 +216,17 @@ def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
     assert summary.negative_cells and "| " + " | ".join(names) + " |" in markdown
     assert "| " + " | ".join(names) + " |" in report_md and "".join(f"<th>{n}</th>" for n in names) in report_html
     assert all(row.reason in report_html and row.reason in report_md for row in summary.negative_cells)
+
+
+def test_sweep_json_reads_back_the_demo_config_it_stored(tmp_path: Path) -> None:
+    """The demo's traffic block keys its shares by concurrency level: JSON stores those keys as
+    strings, and the stored config still reads back equal to the one the sweep ran."""
+    from specfleet.contract.fingerprint import Fingerprint
+    from tasks.store.sweep import SweepRecord
+
+    config = load_sweep_config(ROOT / "configs" / "demo-cpu.yaml")
+    assert config.traffic is not None and config.traffic.concurrency
+    record = SweepRecord(name=config.name, config_source="configs/demo-cpu.yaml", config=config,
+                         fingerprint=Fingerprint(target=None, tokenizer=None, engine="vllm", engine_version=None))
+    (tmp_path / "sweep.json").write_text(record.model_dump_json(indent=2))
+    assert StoredSweep(tmp_path).config == config

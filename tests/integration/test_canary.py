@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.store.results import ResultsStore
@@ -84,15 +83,12 @@ def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_se
 
 
 def _strict_sweep(reference: ReferenceSweep, results: Path, client_lag_limit_ms: float) -> None:
-    """The reference sweep under ``results`` with its config's client lag limit replaced (its
-    stored cells, records and summary as they are)."""
+    """The reference sweep under ``results`` with the config its sweep.json holds given another
+    client lag limit (its stored cells, records and summary as they are)."""
     sweep_dir = Path(shutil.copytree(reference.store.dir, results / reference.sweep_id))
-    config = yaml.safe_load(reference.config.read_text())
-    config["load"]["client_lag_limit_ms"] = client_lag_limit_ms
-    strict = results.parent / "strict.yaml"
-    strict.write_text(yaml.safe_dump(config))
     stored = json.loads((sweep_dir / "sweep.json").read_text())
-    (sweep_dir / "sweep.json").write_text(json.dumps(stored | {"config": str(strict)}))
+    stored["config"]["load"]["client_lag_limit_ms"] = client_lag_limit_ms
+    (sweep_dir / "sweep.json").write_text(json.dumps(stored))
 
 
 def test_a_class_whose_cells_are_not_usable_is_stored_not_compared_and_never_promoted(

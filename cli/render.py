@@ -8,7 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tasks.report.fmt import NA
+from tasks.report.fmt import NA, speedup_range
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -200,7 +200,7 @@ def _speedup(interval: object) -> str:
     estimate, low, high = (getattr(interval, name, None) for name in ("estimate", "low", "high"))
     if estimate is None:
         return NA
-    return f"x{estimate:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else "")
+    return speedup_range(estimate, low, high)
 
 
 def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:

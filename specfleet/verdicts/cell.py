@@ -344,8 +344,9 @@ def _verdict(c: Comparison, cost: CostFigures | None, gates: Sequence[GateResult
     if not evidence_ok(result):
         return "no_noise_estimate", f"{saving} but {result.why_not}"
     corrected = result.corrected
-    bounds = (f"x{corrected.estimate:.3f} [{corrected.low:.3f}, {corrected.high:.3f}] "
-              f"(break-even x{result.claim.break_even:.3f}), corrected for {result.comparisons} comparisons")
+    bounds = (f"{bs.speedup_text(corrected.estimate, corrected.low, corrected.high, digits=3)} "
+              f"(break-even {bs.speedup_text(result.claim.break_even, digits=3)}), "
+              f"corrected for {result.comparisons} comparisons")
     if not result.adopted:
         code: ReasonCode = "within_noise" if (result.marginal.low or 0.0) <= result.claim.break_even else (
             "not_after_correction")

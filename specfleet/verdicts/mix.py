@@ -445,9 +445,10 @@ def _check_saving(fleet: MixFigures, comparisons: int | None) -> GateCheck:
     if interval.confidence is None:
         return GateCheck(name="saving_beyond_noise", passed=False, detail=f"no noise estimate: {fleet.reason}")
     sign = ">" if fleet.adopted else "<="
-    be = f"x{fleet.break_even_speedup:.3f}" if fleet.break_even_speedup is not None else "none (one replica)"
+    be = ("none (one replica)" if fleet.break_even_speedup is None
+          else bs.speedup_text(fleet.break_even_speedup, digits=3))
     return GateCheck(name="saving_beyond_noise", passed=fleet.adopted, detail=(
-        f"corrected speedup x{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}] low end {sign} "
+        f"corrected speedup {bs.speedup_text(interval.estimate, interval.low, interval.high, digits=3)} low end {sign} "
         f"break-even {be} (saving at the low end {fleet.pessimistic_saving_fraction:+.1%}; {interval.uncertainty})"))
 
 

@@ -8,6 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from specfleet.contract.matrix import load_label
 from tasks.report.fmt import NA, speedup_range
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def _span(value: float | None, bounds: "Bounds | None") -> str:
 def print_prediction(prediction: "Prediction") -> None:
     """A predicted cell: every figure with its interval, then what it extrapolates. The title says PREDICTED."""
     p = prediction
-    load = f"c{int(p.load_value)}" if p.load_mode == "concurrency" else f"{p.load_value:g}/s"
+    load = load_label(p.load_mode, p.load_value)
     measured = "a measured cell exists" if p.measured_cell else "not a measured cell"
     table = Table(title=f"PREDICTED (not measured): {p.arm} / {p.prompt_class} / {load} / {p.sampling}, "
                         f"calibrated on {p.calibrated_on} ({measured})")

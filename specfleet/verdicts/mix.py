@@ -44,7 +44,7 @@ import numpy as np
 from pydantic import Field
 
 from specfleet.contract.base import RecordModel
-from specfleet.contract.matrix import arm_plans
+from specfleet.contract.matrix import arm_plans, load_label
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.economics.cost import break_even_speedup, fleet_cost
@@ -174,7 +174,7 @@ def _figures_line(f: MixFigures, comparisons: int | None) -> str:
 
 
 def _load_label(mix: TrafficMix, load: float) -> str:
-    return f"c{load:g}" if mix.load_mode == "concurrency" else f"r{load:g}/s"
+    return load_label(mix.load_mode, load)
 
 
 # --- the cells a subject is measured at ----------------------------------------------------------

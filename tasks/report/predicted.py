@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from specfleet.contract import CellIdentity, arm_plans
+from specfleet.contract import CellIdentity, arm_plans, load_label
 from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, Prediction, PredictionQuery, Predictor, calibrate
 from specfleet.perfmodel.predict import QUICK_REQUESTS
@@ -144,7 +144,8 @@ def _arm_curves(points: _Points, cal: Calibration, arm: str, prompt_class: str,
     if not measured_k:
         return by_c, []
     ks = range(1, max(measured_k) + 2)
-    by_k = [PredictedCurve(arm, prompt_class, "k", f"c{c}", [points.at(arm, k, prompt_class, c) for k in ks],
+    by_k = [PredictedCurve(arm, prompt_class, "k", load_label("concurrency", c),
+                           [points.at(arm, k, prompt_class, c) for k in ks],
                            [m for m in measured if m.identity.arm in names and m.identity.concurrency == c])
             for c in cal.concurrency]
     return by_c, by_k
@@ -221,7 +222,8 @@ MEASURED_COLUMNS: list[Column[MeasuredPoint]] = [
     ("measured SLO-qualified tok/s [CI]", _measured_tps),
 ]
 PREDICTED_COLUMNS: list[Column[Prediction]] = [
-    ("arm", lambda p: p.arm), ("class", lambda p: p.prompt_class), ("load", lambda p: f"c{p.load_value:g}"),
+    ("arm", lambda p: p.arm), ("class", lambda p: p.prompt_class),
+    ("load", lambda p: load_label(p.load_mode, p.load_value)),
     ("PREDICTED SLO-qualified tok/s [interval]", _predicted_tps),
     ("measured cell here", lambda p: "yes" if p.measured_cell else "no"),
     ("extrapolates", lambda p: "; ".join(p.extrapolates) or "no"),

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from specfleet.contract.matrix import load_label
 from specfleet.gates.engine_findings import EngineCheck
 from specfleet.gates.quality import QualityCheck
 from specfleet.measure.acceptance import ClassAcceptance
@@ -27,7 +28,7 @@ Column = tuple[str, Callable[[Row], str]]
 
 
 def _load(row: DecisionRow) -> str:
-    return f"c{row.concurrency}" if row.concurrency is not None else f"{row.load_value}/s"
+    return load_label(row.load_mode, row.load_value)
 
 
 COST_COLUMNS: list[Column[DecisionRow]] = [
@@ -131,6 +132,10 @@ def not_measured_line(cell: NotMeasuredCell) -> str:
     return f"{head}; PREDICTED (not measured): {', '.join(figures)}"
 
 
+def _level(concurrency: int) -> str:
+    return load_label("concurrency", concurrency)
+
+
 def k_policy_lines(report: KPolicyReport) -> list[str]:
     """The deployable policy of one speculative arm: its k per level and the vLLM config."""
     ours = report.specfleet
@@ -138,7 +143,7 @@ def k_policy_lines(report: KPolicyReport) -> list[str]:
     head += f", {ours.prompt_class})" if ours.prompt_class else ", all prompt classes)"
     if ours.refused:
         return [f"{head}: no policy ({ours.refused})"]
-    levels = "; ".join(f"c{c.level}: k={c.k} ({c.reason})" for c in ours.levels)
+    levels = "; ".join(f"{_level(c.level)}: k={c.k} ({c.reason})" for c in ours.levels)
     config = report.speculative_config
     deploy = json.dumps(config, sort_keys=True) if config else "none: speculation adopted at no level"
     return [f"{head}: {levels}", f"  speculative_config: {deploy}"]

@@ -47,6 +47,7 @@ from cli.report import DEFAULT_DRAFT_COST_RATIO
 from specfleet.contract import CellIdentity, SweepConfig, arm_plans
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.errors import InputError
+from specfleet.measure.acceptance import counter_mean_acceptance_length
 from specfleet.perfmodel import Calibration, PredictionQuery, calibrate, predict
 from specfleet.perfmodel.accuracy import (
     Score,
@@ -234,9 +235,9 @@ def measure(config: SweepConfig, cells: Sequence[CellResult]) -> Measured:
             rate = main_rate(runs)
             speedup = rate / base if rate is not None and base else None
             drafts = sum(c.spec_decode.num_drafts for c in runs if c.spec_decode is not None)
-            accepted = sum(c.spec_decode.num_accepted_tokens for c in runs if c.spec_decode is not None)
-            if drafts:
-                acceptance[point] = (1.0 + accepted / drafts, drafts)
+            length = counter_mean_acceptance_length(runs)
+            if length is not None:
+                acceptance[point] = (length, drafts)
         figures[point] = Figures(
             tpot_p50=_mean(_p50(c) for c in runs),
             output_tokens_per_s=_mean(c.throughput.output_tokens_per_s for c in runs),

@@ -26,7 +26,7 @@ from specfleet.contract.workload import SLOSpec
 from specfleet.economics.cost import FleetCost, break_even_speedup, fleet_cost
 from specfleet.errors import InputError
 from specfleet.gates.quality import SliceKey
-from specfleet.measure.acceptance import pooled_tokens_per_step
+from specfleet.measure.acceptance import pooled_acceptance_length, pooled_tokens_per_step
 from specfleet.results.cell import CellResult
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.quality import GateResult, quality_not_run
@@ -164,7 +164,7 @@ def _acceptance(cells: Sequence[CellResult]) -> tuple[float | None, float | None
     drafts = sum(s.num_drafts for s in stats)
     proposed = sum(s.num_draft_tokens for s in stats)
     accepted = sum(s.num_accepted_tokens for s in stats)
-    return (accepted / proposed if proposed else None, 1.0 + accepted / drafts if drafts else None)
+    return (accepted / proposed if proposed else None, pooled_acceptance_length(accepted, drafts))
 
 
 def _figure(evidence: Evidence, metric: str, arm: str, config: ConfigKey) -> float | None:

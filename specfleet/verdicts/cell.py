@@ -23,7 +23,7 @@ from specfleet.contract.base import RecordModel
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.contract.workload import SLOSpec
-from specfleet.economics.cost import FleetCost, break_even_speedup, fleet_cost
+from specfleet.economics.cost import FleetCost, break_even_speedup, hardware_fleet_cost
 from specfleet.errors import InputError
 from specfleet.gates.quality import SliceKey
 from specfleet.measure.acceptance import pooled_acceptance_length, pooled_tokens_per_step
@@ -211,8 +211,7 @@ def compare(evidence: Evidence, where: Slice, baseline: Sequence[CellSample], ca
 
 
 def _cost(hardware: HardwareSpec, tokens_per_s: float) -> FleetCost:
-    return fleet_cost(hardware.accelerators_per_replica, hardware.accelerator_hour_usd, tokens_per_s,
-                      hardware.peak_demand_tokens_per_s)
+    return hardware_fleet_cost(hardware, tokens_per_s)
 
 
 def saving_at(hardware: HardwareSpec, base_tps: float, speedup: float | None) -> float | None:

@@ -8,7 +8,7 @@ Formulas, over the measured cells of the mix only (never filled in):
   tokens per second): the token-share-weighted harmonic mean T = sum(f) / sum(f / T_cell), the
   replica-seconds per token averaged over the tokens the fleet serves, f a cell's token share,
   T_cell the geometric mean of the cell's runs.
-- Whole replicas and cost per million: ``specfleet.economics.cost.fleet_cost`` at peak demand, for the
+- Whole replicas and cost per million: ``specfleet.economics.cost.hardware_fleet_cost`` at peak demand, for the
   baseline and the candidate; saving = 1 - candidate cost / baseline cost.
 - Interval: the mix speedup T_candidate / T_baseline is a claim of the sweep's family
   (``specfleet.verdicts.rule``): a t interval on its log, whose variance (the gradient of the
@@ -47,7 +47,7 @@ from specfleet.contract.base import RecordModel
 from specfleet.contract.matrix import arm_plans, load_label
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
-from specfleet.economics.cost import break_even_speedup, fleet_cost
+from specfleet.economics.cost import break_even_speedup, hardware_fleet_cost
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.runs import ConfigKey, add_weights
 from specfleet.verdicts.cell import CellCase, Decision, ReasonCode
@@ -417,8 +417,7 @@ def _ks(mix: TrafficMix, k_by_load: Mapping[float, int]) -> str:
 
 
 def _replicas_cost(hardware: HardwareSpec, tokens_per_s: float) -> tuple[int, float]:
-    cost = fleet_cost(hardware.accelerators_per_replica, hardware.accelerator_hour_usd, tokens_per_s,
-                      hardware.peak_demand_tokens_per_s)
+    cost = hardware_fleet_cost(hardware, tokens_per_s)
     return cost.replicas, cost.cost_per_million_usd
 
 

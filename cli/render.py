@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specfleet.contract.matrix import load_label
+from specfleet.planning.prediction import PREDICTED_LABEL
 from tasks.report.fmt import NA, speedup_range
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def print_prediction(prediction: "Prediction") -> None:
     p = prediction
     load = load_label(p.load_mode, p.load_value)
     measured = "a measured cell exists" if p.measured_cell else "not a measured cell"
-    table = Table(title=f"PREDICTED (not measured): {p.arm} / {p.prompt_class} / {load} / {p.sampling}, "
+    table = Table(title=f"{PREDICTED_LABEL}: {p.arm} / {p.prompt_class} / {load} / {p.sampling}, "
                         f"calibrated on {p.calibrated_on} ({measured})")
     table.add_column("series (ms)")
     for column in ("p50", "p95", "p99"):

@@ -18,14 +18,13 @@ from specfleet.contract import CellIdentity, arm_plans, load_label
 from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, Prediction, PredictionQuery, Predictor, calibrate
 from specfleet.perfmodel.predict import QUICK_REQUESTS
-from specfleet.planning.prediction import LABEL
+from specfleet.planning.prediction import PREDICTED_LABEL
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
 from tasks.report import fmt
 from tasks.report.tables import Column
 from tasks.store.sweep import ReportData
 
-PREDICTED_LABEL = "predicted (performance model calibrated on this sweep)"
 CURVE_REQUESTS = QUICK_REQUESTS
 """Requests simulated per predicted point (``specfleet predict`` simulates 256): keeps the view's
 cost modest; the interval's slow and fast runs use the same count."""
@@ -204,7 +203,7 @@ def caption(view: PredictedView) -> str:
 
 def table_title(view: PredictedView) -> str:
     """The PREDICTED table's title."""
-    return f"{LABEL} (calibrated on {view.calibrated_on})"
+    return f"{PREDICTED_LABEL} (performance model calibrated on {view.calibrated_on})"
 
 
 def _measured_tps(m: MeasuredPoint) -> str:

@@ -16,6 +16,7 @@ from specfleet.gates.engine_findings import EngineCheck
 from specfleet.gates.quality import QualityCheck
 from specfleet.measure.acceptance import ClassAcceptance
 from specfleet.planning.not_measured import NotMeasuredCell
+from specfleet.planning.prediction import PREDICTED_LABEL
 from specfleet.results import AcceptanceDistribution
 from specfleet.results.summary import ArmSummary
 from specfleet.stats.quality import GateResult
@@ -118,7 +119,7 @@ def not_measured_title(count: int) -> str:
 
 
 def not_measured_line(cell: NotMeasuredCell) -> str:
-    """``LABEL: budget: predicted 42 s, 30 s left; PREDICTED (not measured): figures [interval]``, or
+    """``LABEL: budget: predicted 42 s, 30 s left; PREDICTED, not measured: figures [interval]``, or
     ``...; no prediction: why``."""
     head = f"{cell.label}: {cell.reason}: {cell.detail}"
     p = cell.prediction
@@ -129,7 +130,7 @@ def not_measured_line(cell: NotMeasuredCell) -> str:
     if speedup is not None:
         figures.append(f"speedup {fmt.speedup_range(p.speedup, speedup.low, speedup.high)}")
     figures.append(f"$/M {fmt.num_range(p.cost_per_million_usd, cost.low, cost.high, ',.2f')}")
-    return f"{head}; PREDICTED (not measured): {', '.join(figures)}"
+    return f"{head}; {PREDICTED_LABEL}: {', '.join(figures)}"
 
 
 def _level(concurrency: int) -> str:

@@ -44,7 +44,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.report import DEFAULT_DRAFT_COST_RATIO
-from specfleet.contract import CellIdentity, SweepConfig, arm_plans
+from specfleet.contract import CellIdentity, SweepConfig, arm_plans, load_label
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.errors import InputError
 from specfleet.measure.acceptance import counter_mean_acceptance_length
@@ -96,7 +96,8 @@ class Point:
     @property
     def label(self) -> str:
         arm = self.arm if not self.k else f"{self.arm}-k{self.k}"
-        return f"{arm} / {self.prompt_class} / c{self.concurrency} / {self.sampling}"
+        load = load_label("concurrency", self.concurrency)
+        return f"{arm} / {self.prompt_class} / {load} / {self.sampling}"
 
 
 @dataclass(frozen=True)
@@ -507,7 +508,7 @@ def evaluate(config: SweepConfig, cells: Sequence[CellResult], measured: Measure
 def _crossing(index: int | None, grid: Sequence[int]) -> str:
     if index is None:
         return "unknown"
-    return "none" if index >= len(grid) else f"c{grid[index]}"
+    return "none" if index >= len(grid) else load_label("concurrency", grid[index])
 
 
 def machine() -> dict[str, object]:

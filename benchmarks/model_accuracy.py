@@ -44,9 +44,10 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.report import DEFAULT_DRAFT_COST_RATIO
-from specfleet.contract import CellIdentity, SweepConfig, arm_plans
+from specfleet.contract import CellIdentity, SweepConfig, arm_plans, load_label
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.errors import InputError
+from specfleet.measure.acceptance import counter_mean_acceptance_length
 from specfleet.perfmodel import Calibration, PredictionQuery, calibrate, predict
 from specfleet.perfmodel.accuracy import (
     Score,
@@ -95,7 +96,8 @@ class Point:
     @property
     def label(self) -> str:
         arm = self.arm if not self.k else f"{self.arm}-k{self.k}"
-        return f"{arm} / {self.prompt_class} / c{self.concurrency} / {self.sampling}"
+        load = load_label("concurrency", self.concurrency)
+        return f"{arm} / {self.prompt_class} / {load} / {self.sampling}"
 
 
 @dataclass(frozen=True)
@@ -234,9 +236,9 @@ def measure(config: SweepConfig, cells: Sequence[CellResult]) -> Measured:
             rate = main_rate(runs)
             speedup = rate / base if rate is not None and base else None
             drafts = sum(c.spec_decode.num_drafts for c in runs if c.spec_decode is not None)
-            accepted = sum(c.spec_decode.num_accepted_tokens for c in runs if c.spec_decode is not None)
-            if drafts:
-                acceptance[point] = (1.0 + accepted / drafts, drafts)
+            length = counter_mean_acceptance_length(runs)
+            if length is not None:
+                acceptance[point] = (length, drafts)
         figures[point] = Figures(
             tpot_p50=_mean(_p50(c) for c in runs),
             output_tokens_per_s=_mean(c.throughput.output_tokens_per_s for c in runs),
@@ -506,7 +508,7 @@ def evaluate(config: SweepConfig, cells: Sequence[CellResult], measured: Measure
 def _crossing(index: int | None, grid: Sequence[int]) -> str:
     if index is None:
         return "unknown"
-    return "none" if index >= len(grid) else f"c{grid[index]}"
+    return "none" if index >= len(grid) else load_label("concurrency", grid[index])
 
 
 def machine() -> dict[str, object]:

@@ -22,6 +22,7 @@ from specfleet.perfmodel.prior import (
     prior_step,
     shape_from_hf_config,
 )
+from specfleet.stats.bootstrap import speedup_text
 
 CONTEXT_TOKENS = 1000.0
 """Context attended per step in the comparison (the blog does not state its lengths)."""
@@ -44,7 +45,7 @@ def main() -> None:
     for name, published in DRAFTS.items():
         draft = shape_from_hf_config(KNOWN_CONFIGS[name], "bfloat16", None, name)
         steps = {k: prior_step(target, draft, "draft_model", k, hw) for k in KS}
-        ceilings = " / ".join(f"{batch1_speedup(base, steps[k], 1.0, k, CONTEXT_TOKENS):.2f}x" for k in (4, 10))
+        ceilings = " / ".join(speedup_text(batch1_speedup(base, steps[k], 1.0, k, CONTEXT_TOKENS)) for k in (4, 10))
         needed = acceptance_needed(base, steps, published, CONTEXT_TOKENS)
         need = "above the ceiling at every k" if needed is None else f"{needed[1]:.2f} (k={needed[0]})"
         print(f"| {name.split('/')[1]} | {published}x | {ceilings} | {need} |")

@@ -19,6 +19,7 @@ from specfleet.economics.theory import (
     tokens_per_step,
 )
 from specfleet.errors import InputError
+from specfleet.stats.bootstrap import speedup_text
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 console = Console()
@@ -45,7 +46,7 @@ def speedup(alpha: Alpha, k: K, c: C, v: V = 0.0, as_json: Json = False) -> None
         a = ModelledAlpha(alpha)
         s, e = net_speedup(a, k, c, v), tokens_per_step(a, k)
     _emit(as_json, {"speedup": s, "tokens_per_step": e},
-          f"S = {s:.2f}x (E = {e:.3f} tokens per step; alpha {alpha:g}, k {k}, c {c:g}, v {v:g})")
+          f"S = {speedup_text(s)} (E = {e:.3f} tokens per step; alpha {alpha:g}, k {k}, c {c:g}, v {v:g})")
 
 
 @app.command()
@@ -69,7 +70,7 @@ def best_k_command(
     """The k in 1..k-max with the largest modelled speedup."""
     with exit_on_error():
         k, s = best_k(ModelledAlpha(alpha), c, v, k_max)
-    _emit(as_json, {"k": k, "speedup": s}, f"best k = {k}: S = {s:.2f}x (alpha {alpha:g}, c {c:g}, v {v:g})")
+    _emit(as_json, {"k": k, "speedup": s}, f"best k = {k}: S = {speedup_text(s)} (alpha {alpha:g}, c {c:g}, v {v:g})")
 
 
 def parse_alphas(text: str) -> list[float]:

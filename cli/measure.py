@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.errors import check_load_flags, exit_on_error
-from specfleet.contract import CellIdentity, SamplingSpec, SLOSpec
+from specfleet.contract import SamplingSpec, SLOSpec
 from specfleet.results import CellResult, DistributionSummary
 from tasks.loadgen.http import CONNECT_TIMEOUT_S
 
@@ -85,10 +85,10 @@ def measure(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Measure one cell against a running endpoint (a canary, a replica, an arm started by hand)."""
-    from tasks.arm.cell import CellPlan, measure_cell
+    from tasks.arm.cell import endpoint_cell_plan, measure_cell
     from tasks.arm.energy import EnergyWindow, find_counter
     from tasks.engine.endpoint_check import check_openai_endpoint
-    from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for, run_async
+    from tasks.loadgen import ServerEndpoint, run_async
     from tasks.plan.prompt_sets import resolve_prompts
     from tasks.store.results import ResultsStore
 
@@ -100,18 +100,11 @@ def measure(
         check_openai_endpoint(server)
         slo_given = slo_ttft_ms is not None or slo_itl_ms is not None
         slo = SLOSpec(ttft_ms=slo_ttft_ms or NO_SLO_MS, itl_ms=slo_itl_ms or NO_SLO_MS, percentile=slo_percentile)
-        load: Load = ClosedLoop(concurrency) if concurrency is not None else PoissonArrivals(rate or 1.0, 0)
-        identity = CellIdentity(
-            arm="endpoint", method="unknown", k=None, load_mode="concurrency" if concurrency else "rate",
-            load_value=float(concurrency or rate or 0), prompt_class=prompts, sampling="cli", repeat=0,
-        )
-        settings = RequestSettings(
-            route=route_for(items), max_tokens=max_tokens, ignore_eos=ignore_eos,
-            sampling=SamplingSpec(name="cli", temperature=temperature), timeout_s=300.0,
-            connect_timeout_s=connect_timeout_s,
-        )
-        plan = CellPlan(identity=identity, key=identity.key("measure"), prompts=items, settings=settings,
-                        load=load, requests=requests, warmup_requests=warmup, slo=slo, max_error_fraction=1.0)
+        plan = endpoint_cell_plan(
+            arm="endpoint", prompt_class=prompts, prompts=items,
+            sampling=SamplingSpec(name="cli", temperature=temperature),
+            concurrency=concurrency, rate=rate, requests=requests, warmup=warmup, max_tokens=max_tokens, slo=slo,
+            key_salt="measure", ignore_eos=ignore_eos, connect_timeout_s=connect_timeout_s)
         store = ResultsStore(out, "measure") if out else None
         counter, reason = find_counter()
         cell = run_async(measure_cell(server, plan, EnergyWindow(counter, reason), store))

@@ -8,7 +8,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tasks.report.fmt import NA
+from specfleet.contract.matrix import load_label
+from specfleet.planning.prediction import PREDICTED_LABEL
+from tasks.report.fmt import NA, speedup_range
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,9 +65,9 @@ def _span(value: float | None, bounds: "Bounds | None") -> str:
 def print_prediction(prediction: "Prediction") -> None:
     """A predicted cell: every figure with its interval, then what it extrapolates. The title says PREDICTED."""
     p = prediction
-    load = f"c{int(p.load_value)}" if p.load_mode == "concurrency" else f"{p.load_value:g}/s"
+    load = load_label(p.load_mode, p.load_value)
     measured = "a measured cell exists" if p.measured_cell else "not a measured cell"
-    table = Table(title=f"PREDICTED (not measured): {p.arm} / {p.prompt_class} / {load} / {p.sampling}, "
+    table = Table(title=f"{PREDICTED_LABEL}: {p.arm} / {p.prompt_class} / {load} / {p.sampling}, "
                         f"calibrated on {p.calibrated_on} ({measured})")
     table.add_column("series (ms)")
     for column in ("p50", "p95", "p99"):
@@ -200,7 +202,7 @@ def _speedup(interval: object) -> str:
     estimate, low, high = (getattr(interval, name, None) for name in ("estimate", "low", "high"))
     if estimate is None:
         return NA
-    return f"x{estimate:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else "")
+    return speedup_range(estimate, low, high)
 
 
 def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:

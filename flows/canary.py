@@ -23,9 +23,9 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.events import emit_event
 
 from flows.sweep import DEFAULT_RESULTS_DIR
+from specfleet.contract.matrix import load_label
 from specfleet.errors import InputError
 from specfleet.production.canary import VERDICT_EVENT, CanaryResult
-from specfleet.verdicts.prompt_class import load_label
 from tasks.canary.context import CanaryLoad, canary_setup, publish
 from tasks.canary.run import run_canary
 from tasks.store.results import atomic_write_text

@@ -28,6 +28,12 @@ class ArmPlan(RecordModel):
         return self.k is None
 
 
+def load_label(load_mode: str, load_value: float) -> str:
+    """A load as every output writes it: ``c4`` for closed-loop concurrency 4, ``r2.5/s`` for an
+    open-loop rate of 2.5 requests per second."""
+    return f"c{int(load_value)}" if load_mode == "concurrency" else f"r{load_value:g}/s"
+
+
 class CellIdentity(RecordModel):
     """The contract identity of a cell. Its hash with the sweep fingerprint is the cell key."""
 
@@ -55,7 +61,7 @@ class CellIdentity(RecordModel):
 
     @property
     def label(self) -> str:
-        load = f"c{int(self.load_value)}" if self.load_mode == "concurrency" else f"r{self.load_value:g}"
+        load = load_label(self.load_mode, self.load_value)
         tail = f"r{self.repeat}" + ("-end" if self.phase == "baseline_end" else "")
         tail += "-check" if self.replica_check else ""
         return f"{self.arm} / {self.prompt_class} / {load} / {self.sampling} / {tail}"

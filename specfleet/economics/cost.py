@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from specfleet.contract.models import HardwareSpec
 from specfleet.errors import InputError
 
 GB_BYTES = 1_000_000_000
@@ -105,6 +106,14 @@ def fleet_cost(
         cost_per_million_usd=replicas * usd_per_replica_hour * per_served,
         ideal_cost_per_million_usd=ideal * usd_per_replica_hour * per_served,
     )
+
+
+def hardware_fleet_cost(hardware: HardwareSpec, qualified_tokens_per_s_per_replica: float,
+                        served_tokens_per_s: float | None = None) -> FleetCost:
+    """``fleet_cost`` on the config's ``hardware`` block: its accelerators per replica, price per
+    accelerator-hour and peak demand (the one adapter from the contract to the formula)."""
+    return fleet_cost(hardware.accelerators_per_replica, hardware.accelerator_hour_usd,
+                      qualified_tokens_per_s_per_replica, hardware.peak_demand_tokens_per_s, served_tokens_per_s)
 
 
 def kv_tokens(kv_memory_gb: float, kib_per_token: float) -> int:

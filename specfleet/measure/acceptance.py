@@ -38,6 +38,15 @@ NO_SERVER_FIGURES = ("the server sent no metrics.speculative_decoding (started w
 NO_DRAFTING_STEP = "no step of the request verified a draft"
 
 
+def pooled_acceptance_length(accepted: float | None, drafts: float | None) -> float | None:
+    """``1 + accepted / drafts``: tokens per drafting step, the bonus token included (vLLM's mean
+    acceptance length, conditional on drafting), from counts pooled over whatever was summed. None
+    (never 0, never 1) when no step drafted: ``drafts`` 0, negative or missing, or nothing accepted known."""
+    if accepted is None or drafts is None or drafts <= 0:
+        return None
+    return 1.0 + accepted / drafts
+
+
 @dataclass(frozen=True, slots=True)
 class StepCount:
     """One request's tokens over the engine steps that emitted them."""
@@ -142,8 +151,7 @@ def pooled_tokens_per_step(cells: Iterable[CellResult]) -> float | None:
 def counter_mean_acceptance_length(cells: Iterable[CellResult]) -> float | None:
     """``1 + accepted / drafts`` pooled over ``cells``' counter deltas (conditional on drafting)."""
     stats = [c.spec_decode for c in cells if c.spec_decode is not None]
-    drafts = sum(s.num_drafts for s in stats)
-    return 1.0 + sum(s.num_accepted_tokens for s in stats) / drafts if drafts else None
+    return pooled_acceptance_length(sum(s.num_accepted_tokens for s in stats), sum(s.num_drafts for s in stats))
 
 
 class ClassAcceptance(RecordModel):

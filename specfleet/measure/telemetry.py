@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from specfleet.measure.acceptance import pooled_acceptance_length
 from specfleet.results.cell import KVCacheInfo, SpecDecodeStats
 
 DRAFTS = "vllm:spec_decode_num_drafts"
@@ -69,7 +70,7 @@ def spec_decode_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> 
         num_accepted_tokens=accepted,
         accepted_per_position=per_pos,
         acceptance_rate=accepted / draft_tokens if draft_tokens > 0 else None,
-        mean_acceptance_length=1 + accepted / drafts if drafts > 0 else None,
+        mean_acceptance_length=pooled_acceptance_length(accepted, drafts),
         acceptance_per_position=[n / drafts for n in per_pos] if drafts > 0 else [],
     )
 

@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from specfleet.contract import ArmSpec
-from specfleet.economics.cost import fleet_cost
+from specfleet.economics.cost import hardware_fleet_cost
 from specfleet.errors import InputError
 from specfleet.measure.metrics import (
     e2e_series_ms,
@@ -128,11 +128,9 @@ class _Figures:
 
 
 def _cost(cal: Calibration, qualified: float | None) -> float | None:
-    hw = cal.config.hardware
     if qualified is None or qualified <= 0:
         return None
-    return fleet_cost(hw.accelerators_per_replica, hw.accelerator_hour_usd, qualified,
-                      hw.peak_demand_tokens_per_s).cost_per_million_usd
+    return hardware_fleet_cost(cal.config.hardware, qualified).cost_per_million_usd
 
 
 def _measure(cal: Calibration, records: Sequence[RequestRecord]) -> _Figures:

@@ -23,10 +23,10 @@ from pydantic import Field
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
 from specfleet.contract.base import RecordModel
 from specfleet.perfmodel.step_time import LinearStep
+from specfleet.planning.prediction import PREDICTED_LABEL
 from specfleet.planning.replicas import replica_shares, slots
 from specfleet.stats.equivalence import planned_samples_per_prompt
 
-PREDICTED_LABEL = "PREDICTED, not measured"
 DEFAULT_MAX_NUM_SEQS = 256
 PROBE_IN_FLIGHT = 16
 """Requests in flight of the stochastic and quality probes (``tasks/arm/probes.py``)."""

@@ -9,7 +9,8 @@ from pydantic import Field
 
 from specfleet.contract.base import RecordModel
 
-LABEL = "PREDICTED by the performance model, not measured; never used in a decision"
+PREDICTED_LABEL = "PREDICTED, not measured"
+"""The label on every predicted figure (the performance model's, the planner's), wherever it is shown."""
 
 
 class Percentiles(RecordModel):
@@ -48,7 +49,7 @@ class Prediction(RecordModel):
     """One cell as the model predicts it. ``predicted`` is always true."""
 
     predicted: Literal[True] = True
-    label: str = LABEL
+    label: str = PREDICTED_LABEL
     calibrated_on: str
     arm: str
     method: str

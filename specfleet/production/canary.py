@@ -32,6 +32,7 @@ from specfleet.contract.base import RecordModel
 from specfleet.contract.checks import AnalysisSpec
 from specfleet.contract.workload import SLOSpec
 from specfleet.results.cell import CellStatus
+from specfleet.stats.bootstrap import speedup_text
 from specfleet.stats.quality import QualityResult
 from specfleet.stats.runs import ConfigKey, Metric, RunValue, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
@@ -231,7 +232,7 @@ def _ratio(result: ClaimResult | None) -> str:
     if result is None:
         return "(no figure)"
     c = result.corrected
-    return f"x{c.estimate:.3f} [{c.low:.3f}, {c.high:.3f}]"
+    return speedup_text(c.estimate, c.low, c.high, digits=3)
 
 
 def _level(result: ClaimResult) -> str:

@@ -33,6 +33,7 @@ from specfleet.contract.matrix import arm_plans
 from specfleet.contract.server_args import DeploymentArgs
 from specfleet.contract.sweep import SweepConfig
 from specfleet.errors import InputError
+from specfleet.measure.acceptance import counter_mean_acceptance_length
 from specfleet.results.cell import CellResult
 from specfleet.results.records import RequestRecord
 from specfleet.stats.variance import RunNoise
@@ -89,12 +90,6 @@ def decode_tokens_per_step(records: Sequence[RequestRecord]) -> float | None:
     return sum(sum(r.chunk_tokens[1:]) for r in streamed) / steps if steps else None
 
 
-def _acceptance_length(cells: Sequence[CellResult]) -> float | None:
-    stats = [c.spec_decode for c in cells if c.spec_decode is not None]
-    drafts = sum(s.num_drafts for s in stats)
-    return 1.0 + sum(s.num_accepted_tokens for s in stats) / drafts if drafts else None
-
-
 def choose_arm(sweep_id: str, config: SweepConfig, mix: Sequence[MixVerdict],
                arm: str | None) -> tuple[str, str, bool]:
     """The arm to watch, the sampling mode its figures come from, and whether the sweep adopted it:
@@ -141,7 +136,7 @@ def _bucket(level: int, bounds: tuple[float | None, float | None], base: Sequenc
     return LoadBucket(
         concurrency=level, running_above=bounds[0], running_up_to=bounds[1], baseline_step_ms=base_ms,
         speculative_step_ms=spec_ms, break_even_tokens_per_step=break_even, tokens_per_step=tokens,
-        acceptance_length=_acceptance_length(spec), noise_floor=noise,
+        acceptance_length=counter_mean_acceptance_length(spec), noise_floor=noise,
         drift_floor_tokens_per_step=None if tokens is None or noise is None else tokens * (1.0 - noise),
         notes=notes,
     )

@@ -27,9 +27,9 @@ class RequestSpecDecode:
     def mean_acceptance_length(self) -> float | None:
         """1 + accepted / drafting steps (bonus token included); None when no step drafted (vLLM
         sends 1.0 then, a length nothing measured)."""
-        if self.num_spec_steps <= 0:
-            return None
-        return 1.0 + self.num_accepted_draft_tokens / self.num_spec_steps
+        from specfleet.measure.acceptance import pooled_acceptance_length  # here: that module reads this one
+
+        return pooled_acceptance_length(self.num_accepted_draft_tokens, self.num_spec_steps)
 
     @property
     def draft_acceptance_rate(self) -> float | None:

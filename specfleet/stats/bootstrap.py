@@ -25,6 +25,13 @@ UNCERTAINTY: dict[str, str] = {
 """What each basis's interval includes, in the words every output shows beside it."""
 
 
+def speedup_text(estimate: float, low: float | None = None, high: float | None = None, digits: int = 2) -> str:
+    """A speedup as every output writes it: ``1.23x [1.10, 1.35]`` (``digits`` places); the bracket is
+    left out when either end is missing."""
+    text = f"{estimate:.{digits}f}x"
+    return text if low is None or high is None else f"{text} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
 class Interval(RecordModel):
     """A point estimate with an interval (None ends when it cannot be formed). ``confidence`` is
     None where the interval states none: it then covers request-level spread only."""

@@ -23,10 +23,10 @@ from specfleet.contract.base import RecordModel
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.contract.workload import SLOSpec
-from specfleet.economics.cost import FleetCost, break_even_speedup, fleet_cost
+from specfleet.economics.cost import FleetCost, break_even_speedup, hardware_fleet_cost
 from specfleet.errors import InputError
 from specfleet.gates.quality import SliceKey
-from specfleet.measure.acceptance import pooled_tokens_per_step
+from specfleet.measure.acceptance import pooled_acceptance_length, pooled_tokens_per_step
 from specfleet.results.cell import CellResult
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.quality import GateResult, quality_not_run
@@ -164,7 +164,7 @@ def _acceptance(cells: Sequence[CellResult]) -> tuple[float | None, float | None
     drafts = sum(s.num_drafts for s in stats)
     proposed = sum(s.num_draft_tokens for s in stats)
     accepted = sum(s.num_accepted_tokens for s in stats)
-    return (accepted / proposed if proposed else None, 1.0 + accepted / drafts if drafts else None)
+    return (accepted / proposed if proposed else None, pooled_acceptance_length(accepted, drafts))
 
 
 def _figure(evidence: Evidence, metric: str, arm: str, config: ConfigKey) -> float | None:
@@ -211,8 +211,7 @@ def compare(evidence: Evidence, where: Slice, baseline: Sequence[CellSample], ca
 
 
 def _cost(hardware: HardwareSpec, tokens_per_s: float) -> FleetCost:
-    return fleet_cost(hardware.accelerators_per_replica, hardware.accelerator_hour_usd, tokens_per_s,
-                      hardware.peak_demand_tokens_per_s)
+    return hardware_fleet_cost(hardware, tokens_per_s)
 
 
 def saving_at(hardware: HardwareSpec, base_tps: float, speedup: float | None) -> float | None:
@@ -344,8 +343,9 @@ def _verdict(c: Comparison, cost: CostFigures | None, gates: Sequence[GateResult
     if not evidence_ok(result):
         return "no_noise_estimate", f"{saving} but {result.why_not}"
     corrected = result.corrected
-    bounds = (f"x{corrected.estimate:.3f} [{corrected.low:.3f}, {corrected.high:.3f}] "
-              f"(break-even x{result.claim.break_even:.3f}), corrected for {result.comparisons} comparisons")
+    bounds = (f"{bs.speedup_text(corrected.estimate, corrected.low, corrected.high, digits=3)} "
+              f"(break-even {bs.speedup_text(result.claim.break_even, digits=3)}), "
+              f"corrected for {result.comparisons} comparisons")
     if not result.adopted:
         code: ReasonCode = "within_noise" if (result.marginal.low or 0.0) <= result.claim.break_even else (
             "not_after_correction")

@@ -26,6 +26,7 @@ from specfleet.contract.matrix import ArmPlan, arm_plans
 from specfleet.contract.sweep import SweepConfig
 from specfleet.errors import InputError
 from specfleet.results.cell import CellResult
+from specfleet.stats.bootstrap import speedup_text
 from specfleet.verdicts.cell import Decision
 
 MAD_TO_SD = 1.4826  # scales MAD to a standard deviation under normality
@@ -124,7 +125,7 @@ def _choose(level: int, decisions: Sequence[Decision]) -> LevelChoice:
         codes = sorted({d.reason_code for d in decisions})
         return LevelChoice(level=level, k=0, reason=f"no k adopted ({', '.join(codes)})")
     best = max(scores, key=lambda k: (scores[k], -k))
-    return LevelChoice(level=level, k=best, reason=f"adopted; smallest speedup {scores[best]:.3f}x")
+    return LevelChoice(level=level, k=best, reason=f"adopted; smallest speedup {speedup_text(scores[best], digits=3)}")
 
 
 def peer_k_policy(

@@ -8,7 +8,7 @@ Formulas, over the measured cells of the mix only (never filled in):
   tokens per second): the token-share-weighted harmonic mean T = sum(f) / sum(f / T_cell), the
   replica-seconds per token averaged over the tokens the fleet serves, f a cell's token share,
   T_cell the geometric mean of the cell's runs.
-- Whole replicas and cost per million: ``specfleet.economics.cost.fleet_cost`` at peak demand, for the
+- Whole replicas and cost per million: ``specfleet.economics.cost.hardware_fleet_cost`` at peak demand, for the
   baseline and the candidate; saving = 1 - candidate cost / baseline cost.
 - Interval: the mix speedup T_candidate / T_baseline is a claim of the sweep's family
   (``specfleet.verdicts.rule``): a t interval on its log, whose variance (the gradient of the
@@ -44,10 +44,10 @@ import numpy as np
 from pydantic import Field
 
 from specfleet.contract.base import RecordModel
-from specfleet.contract.matrix import arm_plans
+from specfleet.contract.matrix import arm_plans, load_label
 from specfleet.contract.models import HardwareSpec
 from specfleet.contract.sweep import SweepConfig
-from specfleet.economics.cost import break_even_speedup, fleet_cost
+from specfleet.economics.cost import break_even_speedup, hardware_fleet_cost
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.runs import ConfigKey, add_weights
 from specfleet.verdicts.cell import CellCase, Decision, ReasonCode
@@ -174,7 +174,7 @@ def _figures_line(f: MixFigures, comparisons: int | None) -> str:
 
 
 def _load_label(mix: TrafficMix, load: float) -> str:
-    return f"c{load:g}" if mix.load_mode == "concurrency" else f"r{load:g}/s"
+    return load_label(mix.load_mode, load)
 
 
 # --- the cells a subject is measured at ----------------------------------------------------------
@@ -417,8 +417,7 @@ def _ks(mix: TrafficMix, k_by_load: Mapping[float, int]) -> str:
 
 
 def _replicas_cost(hardware: HardwareSpec, tokens_per_s: float) -> tuple[int, float]:
-    cost = fleet_cost(hardware.accelerators_per_replica, hardware.accelerator_hour_usd, tokens_per_s,
-                      hardware.peak_demand_tokens_per_s)
+    cost = hardware_fleet_cost(hardware, tokens_per_s)
     return cost.replicas, cost.cost_per_million_usd
 
 
@@ -445,9 +444,10 @@ def _check_saving(fleet: MixFigures, comparisons: int | None) -> GateCheck:
     if interval.confidence is None:
         return GateCheck(name="saving_beyond_noise", passed=False, detail=f"no noise estimate: {fleet.reason}")
     sign = ">" if fleet.adopted else "<="
-    be = f"x{fleet.break_even_speedup:.3f}" if fleet.break_even_speedup is not None else "none (one replica)"
+    be = ("none (one replica)" if fleet.break_even_speedup is None
+          else bs.speedup_text(fleet.break_even_speedup, digits=3))
     return GateCheck(name="saving_beyond_noise", passed=fleet.adopted, detail=(
-        f"corrected speedup x{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}] low end {sign} "
+        f"corrected speedup {bs.speedup_text(interval.estimate, interval.low, interval.high, digits=3)} low end {sign} "
         f"break-even {be} (saving at the low end {fleet.pessimistic_saving_fraction:+.1%}; {interval.uncertainty})"))
 
 

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from specfleet.contract.base import RecordModel
 from specfleet.contract.matrix import arm_plans
+from specfleet.contract.matrix import load_label as load_label  # tasks/report/html.py reads it here
 from specfleet.contract.sweep import SweepConfig
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport
@@ -103,6 +104,3 @@ def class_verdicts(config: SweepConfig, decisions: Sequence[Decision], mix: Sequ
     return out
 
 
-def load_label(mode: str, value: float) -> str:
-    """``c4`` for closed-loop concurrency 4, ``r2.5/s`` for an open-loop rate (as cell labels)."""
-    return f"c{int(value)}" if mode == "concurrency" else f"r{value:g}/s"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from specfleet.contract import CellIdentity, SLOSpec
+from specfleet.contract import CellIdentity, SamplingSpec, SLOSpec
 from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.measure.metrics import CI_CONFIDENCE, assemble_cell, client_saturation
@@ -16,7 +16,17 @@ from specfleet.results import CellResult, SpecDecodeStats
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper
 from tasks.arm.energy import EnergyWindow
-from tasks.loadgen import Load, LoadResult, RequestSettings, ServerEndpoint, run_load
+from tasks.loadgen import (
+    ClosedLoop,
+    Load,
+    LoadResult,
+    PoissonArrivals,
+    RequestSettings,
+    ServerEndpoint,
+    route_for,
+    run_load,
+)
+from tasks.loadgen.http import CONNECT_TIMEOUT_S
 from tasks.store.results import ResultsStore
 
 
@@ -48,6 +58,25 @@ class CellPlan:
     @property
     def max_requests(self) -> int:
         return self.requests if self.adaptive_stopping is None else self.adaptive_stopping.max_requests
+
+
+def endpoint_cell_plan(*, arm: str, prompt_class: str, prompts: Sequence[PromptItem], sampling: SamplingSpec,
+                       concurrency: int | None, rate: float | None, requests: int, warmup: int, max_tokens: int,
+                       slo: SLOSpec, key_salt: str, ignore_eos: bool = True, max_error_fraction: float = 1.0,
+                       client_lag_limit_ms: float = 50.0, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> CellPlan:
+    """One cell against a running endpoint (``specfleet measure``, each replica of ``specfleet canary``):
+    a closed loop at ``concurrency``, else Poisson arrivals at ``rate``; ``warmup`` unmeasured requests
+    first, then ``requests`` measured; the key is the identity's under ``key_salt``."""
+    identity = CellIdentity(arm=arm, method="unknown", k=None,
+                            load_mode="concurrency" if concurrency is not None else "rate",
+                            load_value=float(concurrency or rate or 0), prompt_class=prompt_class,
+                            sampling=sampling.name, repeat=0)
+    load: Load = ClosedLoop(concurrency) if concurrency is not None else PoissonArrivals(rate or 1.0, 0)
+    settings = RequestSettings(route=route_for(prompts), max_tokens=max_tokens, ignore_eos=ignore_eos,
+                               sampling=sampling, timeout_s=300.0, connect_timeout_s=connect_timeout_s)
+    return CellPlan(identity=identity, key=identity.key(key_salt), prompts=prompts, settings=settings, load=load,
+                    requests=requests, warmup_requests=warmup, slo=slo, max_error_fraction=max_error_fraction,
+                    client_lag_limit_ms=client_lag_limit_ms)
 
 
 async def _scrape(client: httpx.AsyncClient) -> str | None:

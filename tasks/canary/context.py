@@ -17,7 +17,7 @@ from specfleet.stats.variance import NO_REPEATS, NoiseDesign, RunNoise
 from specfleet.verdicts.evidence import Evidence
 from tasks.arm.cell import CellPlan
 from tasks.engine.endpoint_check import check_openai_endpoint, served_models
-from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, ServerEndpoint
+from tasks.loadgen import ServerEndpoint
 from tasks.plan.prompt_sets import resolve_prompts
 
 DEFAULT_QUALITY_TOLERANCE = 0.1
@@ -38,9 +38,6 @@ class CanaryLoad:
     warmup: int
     max_tokens: int
     temperature: float
-
-    def load(self) -> Load:
-        return ClosedLoop(self.concurrency) if self.concurrency is not None else PoissonArrivals(self.rate or 1.0, 0)
 
 
 @dataclass(frozen=True)

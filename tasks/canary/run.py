@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from specfleet.contract import CellIdentity, SamplingSpec
+from specfleet.contract import SamplingSpec
 from specfleet.contract.prompts import PromptItem
 from specfleet.gates.scored_set import ScoredSet, score_answers
 from specfleet.measure.acceptance import client_mean_acceptance_length
@@ -37,11 +37,11 @@ from specfleet.results.records import RequestRecord
 from specfleet.stats.quality import QualityResult, quality_gate
 from specfleet.stats.samples import CellSample
 from specfleet.verdicts.rule import Claim, ClaimResult
-from tasks.arm.cell import CellPlan, measure_cell
+from tasks.arm.cell import CellPlan, endpoint_cell_plan, measure_cell
 from tasks.arm.energy import EnergyWindow
 from tasks.arm.probes import answer_probe
 from tasks.canary.context import CanaryLoad, SweepContext
-from tasks.loadgen import RequestSettings, ServerEndpoint, route_for, run_async
+from tasks.loadgen import ServerEndpoint, run_async
 from tasks.plan.prompt_sets import bundled_dir, resolve_prompts
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ResultsStore
@@ -51,15 +51,12 @@ TWO_REPLICAS = "canary: two replicas measured at once; energy is not attributabl
 
 def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, context: SweepContext, replica: str,
           canary_id: str) -> CellPlan:
-    identity = CellIdentity(arm=replica, method="unknown", k=None,
-                            load_mode="concurrency" if load.concurrency is not None else "rate",
-                            load_value=float(load.concurrency or load.rate or 0), prompt_class=prompt_class,
-                            sampling="canary", repeat=0)
-    settings = RequestSettings(route=route_for(prompts), max_tokens=load.max_tokens, ignore_eos=True,
-                               sampling=SamplingSpec(name="canary", temperature=load.temperature), timeout_s=300.0)
-    return CellPlan(identity=identity, key=identity.key(canary_id), prompts=prompts, settings=settings,
-                    load=load.load(), requests=load.requests, warmup_requests=load.warmup, slo=context.slo,
-                    max_error_fraction=context.max_error_fraction, client_lag_limit_ms=context.client_lag_limit_ms)
+    return endpoint_cell_plan(
+        arm=replica, prompt_class=prompt_class, prompts=prompts,
+        sampling=SamplingSpec(name="canary", temperature=load.temperature), concurrency=load.concurrency,
+        rate=load.rate, requests=load.requests, warmup=load.warmup, max_tokens=load.max_tokens, slo=context.slo,
+        key_salt=canary_id, max_error_fraction=context.max_error_fraction,
+        client_lag_limit_ms=context.client_lag_limit_ms)
 
 
 async def _side_by_side(replicas: Sequence[ServerEndpoint], plans: Sequence[CellPlan],

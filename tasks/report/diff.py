@@ -4,8 +4,9 @@ every matched decision with the cells whose verdict flipped listed first."""
 from dataclasses import dataclass
 
 from specfleet.contract.fingerprint import changed_parts
+from specfleet.contract.matrix import load_label
 from specfleet.verdicts.cell import Decision
-from specfleet.verdicts.prompt_class import load_label, row_label
+from specfleet.verdicts.prompt_class import row_label
 from tasks.store.sweep import ReportData
 from tasks.tracking.names import contract_params
 

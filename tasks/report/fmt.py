@@ -3,7 +3,7 @@ the CLI tables). A missing figure prints as ``NA``, defined once here."""
 
 import json
 
-from specfleet.stats.bootstrap import Interval
+from specfleet.stats.bootstrap import Interval, speedup_text
 
 NA = "n/a"
 
@@ -27,11 +27,7 @@ def speedup(interval: Interval | None) -> str:
 
 def speedup_range(estimate: float | None, low: float | None, high: float | None) -> str:
     """``1.23x [1.10, 1.35]``; the bracket is left out when the interval could not be formed."""
-    if estimate is None:
-        return NA
-    if low is None or high is None:
-        return f"{estimate:.2f}x"
-    return f"{estimate:.2f}x [{low:.2f}, {high:.2f}]"
+    return NA if estimate is None else speedup_text(estimate, low, high)
 
 
 def num_range(value: float | None, low: float | None, high: float | None, spec: str = ",.1f") -> str:

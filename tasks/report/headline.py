@@ -6,12 +6,12 @@ The CLI, ``summary.md`` and the report all open with these; per-cell detail stay
 import os
 from collections.abc import Mapping, Sequence
 
+from specfleet.contract.matrix import load_label
 from specfleet.gates.quality import QualityCheck
 from specfleet.stats.quality import GateResult
 from specfleet.stats.variance import RunNoise
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.mix import GateCheck, MixCell, MixFigures, MixVerdict
-from specfleet.verdicts.prompt_class import load_label
 from specfleet.verdicts.traffic_mix import TrafficMix
 from tasks.report import fmt
 from tasks.report.tables import Column, gate_line, markdown_table

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from specfleet.contract import arm_plans
+from specfleet.contract.matrix import load_label
 from specfleet.measure.metrics import (
     chunks_read_together_fraction,
     itl_per_chunk_series_ms,
@@ -16,7 +17,6 @@ from specfleet.measure.metrics import (
     ttft_series_ms,
 )
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
-from specfleet.verdicts.prompt_class import load_label
 from tasks.store.sweep import ReportData
 from tasks.tracking.names import contract_params
 

@@ -19,9 +19,10 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from specfleet.economics.theory import ModelledAlpha, net_speedup
+from specfleet.planning.prediction import PREDICTED_LABEL
 from tasks.report import fmt
 from tasks.report.measures import PERCENTILES, EnergyRow, KVRow, LatencyCurve
-from tasks.report.predicted import PREDICTED_LABEL, PredictedCurve
+from tasks.report.predicted import PredictedCurve
 from tasks.report.views import HeatMap, TheoryRow
 
 DPI = 110
@@ -77,9 +78,11 @@ def heat_map_png(m: HeatMap, spread: float) -> str:
                 text = fmt.NA + (f"\n{cell.reason_code}" if cell else "\nnot measured")
             else:
                 s = cell.speedup
-                interval = f"\n[{s.low:.2f}, {s.high:.2f}]" if s.low is not None and s.high is not None else ""
+                # the speedup_text format, its bracket on a line of its own to fit the cell
+                estimate, _, interval = fmt.speedup_range(s.estimate, s.low, s.high).partition(" ")
                 outcome = cell.verdict if cell.verdict == "adopt" else cell.reason_code
-                text = f"{s.estimate:.2f}x{'*' if cell.beyond_noise else ''}{interval}\n{outcome}"
+                star = "*" if cell.beyond_noise else ""
+                text = "\n".join(part for part in (estimate + star, interval, outcome) if part)
                 red, green, blue, _ = CMAP(norm(s.estimate))
                 colour = "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
                 if cell.negative:

@@ -14,18 +14,17 @@ from typing import Literal
 
 import numpy as np
 
-from specfleet.contract import CellIdentity, arm_plans
+from specfleet.contract import CellIdentity, arm_plans, load_label
 from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, Prediction, PredictionQuery, Predictor, calibrate
 from specfleet.perfmodel.predict import QUICK_REQUESTS
-from specfleet.planning.prediction import LABEL
+from specfleet.planning.prediction import PREDICTED_LABEL
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
 from tasks.report import fmt
 from tasks.report.tables import Column
 from tasks.store.sweep import ReportData
 
-PREDICTED_LABEL = "predicted (performance model calibrated on this sweep)"
 CURVE_REQUESTS = QUICK_REQUESTS
 """Requests simulated per predicted point (``specfleet predict`` simulates 256): keeps the view's
 cost modest; the interval's slow and fast runs use the same count."""
@@ -144,7 +143,8 @@ def _arm_curves(points: _Points, cal: Calibration, arm: str, prompt_class: str,
     if not measured_k:
         return by_c, []
     ks = range(1, max(measured_k) + 2)
-    by_k = [PredictedCurve(arm, prompt_class, "k", f"c{c}", [points.at(arm, k, prompt_class, c) for k in ks],
+    by_k = [PredictedCurve(arm, prompt_class, "k", load_label("concurrency", c),
+                           [points.at(arm, k, prompt_class, c) for k in ks],
                            [m for m in measured if m.identity.arm in names and m.identity.concurrency == c])
             for c in cal.concurrency]
     return by_c, by_k
@@ -203,7 +203,7 @@ def caption(view: PredictedView) -> str:
 
 def table_title(view: PredictedView) -> str:
     """The PREDICTED table's title."""
-    return f"{LABEL} (calibrated on {view.calibrated_on})"
+    return f"{PREDICTED_LABEL} (performance model calibrated on {view.calibrated_on})"
 
 
 def _measured_tps(m: MeasuredPoint) -> str:
@@ -221,7 +221,8 @@ MEASURED_COLUMNS: list[Column[MeasuredPoint]] = [
     ("measured SLO-qualified tok/s [CI]", _measured_tps),
 ]
 PREDICTED_COLUMNS: list[Column[Prediction]] = [
-    ("arm", lambda p: p.arm), ("class", lambda p: p.prompt_class), ("load", lambda p: f"c{p.load_value:g}"),
+    ("arm", lambda p: p.arm), ("class", lambda p: p.prompt_class),
+    ("load", lambda p: load_label(p.load_mode, p.load_value)),
     ("PREDICTED SLO-qualified tok/s [interval]", _predicted_tps),
     ("measured cell here", lambda p: "yes" if p.measured_cell else "no"),
     ("extrapolates", lambda p: "; ".join(p.extrapolates) or "no"),

@@ -11,10 +11,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from specfleet.contract.matrix import load_label
 from specfleet.gates.engine_findings import EngineCheck
 from specfleet.gates.quality import QualityCheck
 from specfleet.measure.acceptance import ClassAcceptance
 from specfleet.planning.not_measured import NotMeasuredCell
+from specfleet.planning.prediction import PREDICTED_LABEL
 from specfleet.results import AcceptanceDistribution
 from specfleet.results.summary import ArmSummary
 from specfleet.stats.quality import GateResult
@@ -27,7 +29,7 @@ Column = tuple[str, Callable[[Row], str]]
 
 
 def _load(row: DecisionRow) -> str:
-    return f"c{row.concurrency}" if row.concurrency is not None else f"{row.load_value}/s"
+    return load_label(row.load_mode, row.load_value)
 
 
 COST_COLUMNS: list[Column[DecisionRow]] = [
@@ -120,7 +122,7 @@ def not_measured_title(count: int) -> str:
 
 
 def not_measured_line(cell: NotMeasuredCell) -> str:
-    """``LABEL: budget: predicted 42 s, 30 s left; PREDICTED (not measured): figures [interval]``, or
+    """``LABEL: budget: predicted 42 s, 30 s left; PREDICTED, not measured: figures [interval]``, or
     ``...; no prediction: why``."""
     head = f"{cell.label}: {cell.reason}: {cell.detail}"
     p = cell.prediction
@@ -131,7 +133,11 @@ def not_measured_line(cell: NotMeasuredCell) -> str:
     if speedup is not None:
         figures.append(f"speedup {fmt.speedup_range(p.speedup, speedup.low, speedup.high)}")
     figures.append(f"$/M {fmt.num_range(p.cost_per_million_usd, cost.low, cost.high, ',.2f')}")
-    return f"{head}; PREDICTED (not measured): {', '.join(figures)}"
+    return f"{head}; {PREDICTED_LABEL}: {', '.join(figures)}"
+
+
+def _level(concurrency: int) -> str:
+    return load_label("concurrency", concurrency)
 
 
 def k_policy_lines(report: KPolicyReport) -> list[str]:
@@ -141,7 +147,7 @@ def k_policy_lines(report: KPolicyReport) -> list[str]:
     head += f", {ours.prompt_class})" if ours.prompt_class else ", all prompt classes)"
     if ours.refused:
         return [f"{head}: no policy ({ours.refused})"]
-    levels = "; ".join(f"c{c.level}: k={c.k} ({c.reason})" for c in ours.levels)
+    levels = "; ".join(f"{_level(c.level)}: k={c.k} ({c.reason})" for c in ours.levels)
     config = report.speculative_config
     deploy = json.dumps(config, sort_keys=True) if config else "none: speculation adopted at no level"
     return [f"{head}: {levels}", f"  speculative_config: {deploy}"]

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specfleet.contract import SweepConfig, arm_plans
+from specfleet.contract.matrix import load_label
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup, speedup_grid
 from specfleet.stats.bootstrap import Interval
 from specfleet.verdicts.cell import Decision
-from specfleet.verdicts.prompt_class import load_label, row_label
+from specfleet.verdicts.prompt_class import row_label
 from tasks.store.sweep import ReportData
 
 GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

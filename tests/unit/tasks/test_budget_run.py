@@ -112,7 +112,7 @@ def test_not_measured_cells_are_listed_apart_with_predictions_and_decide_nothing
     markdown = summary_markdown(summary)
     section = markdown.split("## Not measured (1 cell): the budget did not start them; --continue measures them; "
                              "never in a decision\n", 1)[1]
-    assert "- draft-k2 / code / c2 / greedy / r0: budget: predicted 81 s, 70 s left; PREDICTED (not measured): " \
+    assert "- draft-k2 / code / c2 / greedy / r0: budget: predicted 81 s, 70 s left; PREDICTED, not measured: " \
            "qualified tokens/s" in section
     assert ", 1 not measured (budget)" in markdown
     print_sweep_summary(summary, "sqlite:///mlflow.db")

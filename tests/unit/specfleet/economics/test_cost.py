@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specfleet.economics.cost import fleet_cost, kv_capacity, whole_replicas
+from specfleet.contract.models import HardwareSpec
+from specfleet.economics.cost import fleet_cost, hardware_fleet_cost, kv_capacity, whole_replicas
 from specfleet.errors import InputError
 
 
@@ -17,6 +18,14 @@ def test_seed_seven_replica_example() -> None:
     assert cost.fleet_usd_per_hour == 56.0
     assert round(cost.cost_per_million_usd, 2) == 0.78
     assert round(cost.ideal_cost_per_million_usd, 3) == 0.711
+
+
+def test_the_hardware_block_feeds_the_seed_example() -> None:
+    hardware = HardwareSpec(accelerator="NVIDIA H200", accelerators_per_replica=2, tensor_parallel_size=2,
+                            accelerator_hour_usd=4.0, peak_demand_tokens_per_s=20000)
+    cost = hardware_fleet_cost(hardware, 3125)
+    assert (cost.replicas, cost.gpus, cost.fleet_usd_per_hour) == (7, 14, 56.0)
+    assert hardware_fleet_cost(hardware, 3125, served_tokens_per_s=10000).served_tokens_per_s == 10000
 
 
 def test_seed_kv_example() -> None:

@@ -21,6 +21,7 @@ from specfleet.measure.acceptance import (
     client_missing,
     client_steps,
     counter_mean_acceptance_length,
+    pooled_acceptance_length,
     pooled_tokens_per_step,
     request_acceptance,
     request_missing,
@@ -301,3 +302,10 @@ def test_cells_carry_both_sources_and_classes_pool_their_cells() -> None:
     [counters_only] = class_acceptance(cells, {})  # no stored records: the counters alone
     assert counters_only.client_mean_acceptance_length.requests == 0
     assert counters_only.counter_mean_acceptance_length == row.counter_mean_acceptance_length
+
+
+@pytest.mark.parametrize(("accepted", "drafts", "expected"), [
+    (6, 4, 2.5), (0, 3, 1.0), (5, 0, None), (5, None, None), (None, 4, None), (3, -2, None)])
+def test_the_pooled_acceptance_length_is_none_without_a_drafting_step(
+        accepted: int | None, drafts: int | None, expected: float | None) -> None:
+    assert pooled_acceptance_length(accepted, drafts) == expected

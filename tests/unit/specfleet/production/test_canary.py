@@ -64,7 +64,7 @@ def test_a_difference_within_the_noise_holds() -> None:
 
 def test_slower_as_the_rule_decides_rolls_back() -> None:
     verdict, reason = canary_verdict([_class((0.85, 0.80, 0.90), slower=True)], noise_estimated=True)
-    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s x0.850 [0.800, 0.900], lower")
+    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s 0.850x [0.800, 0.900], lower")
 
 
 def test_faster_in_every_scored_class_promotes_and_one_class_within_holds() -> None:
@@ -145,7 +145,7 @@ def test_a_class_not_compared_turns_promote_into_hold_but_rollback_elsewhere_sta
     assert verdict == "hold" and "chat could not be compared" in reason and "code" not in reason
     verdict, reason = canary_verdict([_class((0.85, 0.80, 0.90), slower=True), _uncompared(SATURATED)],
                                      noise_estimated=True)
-    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s x0.850")
+    assert verdict == "rollback" and reason.startswith("code: SLO-qualified tokens/s 0.850x")
     assert "chat could not be compared" in reason  # the rollback record says what was not compared
     verdict, reason = canary_verdict([_class((1.02, 0.95, 1.09)), _uncompared(SATURATED)], noise_estimated=True)
     assert verdict == "hold" and reason.endswith("; within the noise on code")

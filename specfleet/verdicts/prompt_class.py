@@ -13,8 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from specfleet.contract.base import RecordModel
-from specfleet.contract.matrix import arm_plans
-from specfleet.contract.matrix import load_label as load_label  # tasks/report/html.py reads it here
+from specfleet.contract.matrix import arm_plans, load_label
 from specfleet.contract.sweep import SweepConfig
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport

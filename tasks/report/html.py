@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from specfleet.verdicts.prompt_class import load_label
+from specfleet.contract import load_label
 from specfleet.verdicts.table import DecisionRow
 from tasks.report import fmt, plots
 from tasks.report.content import ReportContent

@@ -5,7 +5,7 @@ records and arm timings through ``StoredSweep``, and must never re-run its gates
 
 Usage: ``python benchmarks/stage_timing.py SWEEP_DIR [--config configs/demo-cpu.yaml] [--runs 5]``,
 ``SWEEP_DIR`` a finished demo sweep (``results/<id>`` after ``make demo``; a format-1 one, such as
-the ce4142f fixture under tests/unit/tasks/data/, has its config path pointed at ``--config``).
+the ce4142f fixture tests/unit/tasks/store/data/demo-ce4142f, has its config path pointed at ``--config``).
 The sweep is copied into a scratch results folder beside a new sweep of the same config planned
 with ``--budget 5m``; each run times ``cell_budget`` for that plan as each stage of the sweep calls it:
 the first (cold: the performance model is fitted to the earlier sweep) and the later ones (the

@@ -5,7 +5,7 @@ each with its own server and no orphan process left.
 A taken port is the one start failure started for real here: every start failure takes the
 same path (the process exits before /health answers, and the message carries vLLM's first
 error and the log's tail). What vLLM writes for a folder that is not a model and for a KV cache
-larger than memory is kept as stored log text (``tests/unit/tasks/data/``), and the parsing of
+larger than memory is kept as stored log text (``tests/unit/tasks/engine/data/``), and the parsing of
 it is tested there."""
 
 import json

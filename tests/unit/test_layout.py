@@ -105,3 +105,14 @@ def test_test_modules_share_helpers_only_through_tests_support() -> None:
     assert len(modules) > 100
     offenders = {str(p.relative_to(ROOT)): found for p in modules if (found := _test_imports(p))}
     assert offenders == {}
+
+
+def test_unit_tests_mirror_the_packages() -> None:
+    """tests/unit/specfleet/X/ and tests/unit/tasks/X/ test the package specfleet/X/ or tasks/X/; no test
+    module sits loose beside them, so where a package's tests are is never a question."""
+    for top in ("specfleet", "tasks"):
+        tests = ROOT / "tests" / "unit" / top
+        assert sorted(p.name for p in tests.glob("test_*.py")) == []
+        folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in {"__pycache__", "data"}}
+        assert len(folders) >= 8
+        assert {name for name in folders if not (ROOT / top / name / "__init__.py").is_file()} == set(), top

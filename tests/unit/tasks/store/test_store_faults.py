@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tasks.store.results import ResultsStore
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 FILL_DISK = """
 import os, resource, signal, sys

@@ -9,7 +9,7 @@ from specfleet.contract import parse_sweep_config
 from specfleet.errors import InputError
 from tasks.plan.preflight import check_inputs, tokenizer_warnings, vocabulary
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _tokenizer(directory: Path, vocab: dict[str, int]) -> Path:

@@ -31,7 +31,7 @@ from tasks.loadgen.endpoint import tls_failure
 from tasks.loadgen.http import ENOUGH, MORE, HttpError, StreamClient
 from tests.support.sse_streams import COMPLETION_STREAM
 
-ROOT = Path(__file__).parents[3]
+ROOT = Path(__file__).parents[4]
 PACING_SERVER = ROOT / "benchmarks" / "aiohttp_stream_server.py"
 PROMPTS = [PromptItem(id=f"p{i}", prompt=f"prompt {i}") for i in range(4)]
 SETTINGS = RequestSettings(route="completions", max_tokens=4, ignore_eos=True, sampling=SamplingSpec(), timeout_s=10.0)

@@ -79,6 +79,6 @@ def test_sampled_decisions_and_the_stochastic_gate_name_the_engine_defect(
 
 
 def test_the_readme_and_docs_give_the_reproducer_the_preflight_runs() -> None:
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[4]
     for doc in ("README.md", "docs/measurement.md"):
         assert CPU_EXPAND_REPRODUCER in (root / doc).read_text(encoding="utf-8"), doc

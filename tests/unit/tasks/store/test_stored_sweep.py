@@ -31,7 +31,7 @@ from tasks.store.sweep import SWEEP_FORMAT, StoredSweep
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 
 runner = CliRunner()
-ROOT = Path(__file__).parents[3]
+ROOT = Path(__file__).parents[4]
 DEMO_CE4142F = Path(__file__).parent / "data" / "demo-ce4142f"
 """``make demo``'s sweep folder as ce4142f wrote it (its logs and report left out), with that commit's config."""
 DERIVERS: tuple[Callable[..., object], ...] = (

@@ -18,7 +18,7 @@ from tasks.report.markdown import summary_markdown
 from tasks.store.results import atomic_write_text
 from tests.support.sweep_data import records, store_cell, write_config
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture

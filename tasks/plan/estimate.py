@@ -61,9 +61,11 @@ def _model_shape(name: str, dtype: str, quantization: str | None) -> ModelShape 
     return None
 
 
+@functools.cache
 def measure_cpu() -> tuple[float, float]:
     """This machine's memory bandwidth (GB/s, a 256 MiB copy) and matmul rate (TFLOP/s, float32),
-    best of three: what the prior's roofline needs on the CPU build, measured in about a second."""
+    best of three: what the prior's roofline needs on the CPU build, measured in about a second,
+    once per process (each budgeted stage plans again on the same machine)."""
     src = np.ones(32 * 1024 * 1024, dtype=np.float64)
     dst = np.empty_like(src)
     a = np.ones((1024, 1024), dtype=np.float32)

@@ -2,8 +2,9 @@
 model's cold-start prior, and a model calibrated on a stored sweep with that sweep's own
 start-up and probe records."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from specfleet.contract import ArmPlan
 from specfleet.perfmodel.acceptance import AcceptanceProfile
@@ -24,11 +25,17 @@ class PriorTiming:
     target: ModelShape
     drafts: Mapping[str, ModelShape]
     """Draft model per arm spec name (``draft_model`` arms)."""
-    hardware: Roofline
+    roofline: Callable[[], Roofline]
+    """The accelerator's roofline, asked for only when a prior figure is used (on the CPU build it is
+    measured: a plan calibrated on a stored sweep that covers every arm never needs it)."""
     prompt_tokens_by_class: Mapping[str, float]
     basis: str = PRIOR_LABEL
     notes: tuple[str, ...] = (NO_ACCEPTANCE_NOTE,)
     """What the plan should say about these times."""
+
+    @cached_property
+    def hardware(self) -> Roofline:
+        return self.roofline()
 
     def step(self, arm: ArmPlan) -> LinearStep:
         return prior_step(self.target, self.drafts.get(arm.spec_name), arm.method, arm.k or 0, self.hardware)

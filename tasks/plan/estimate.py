@@ -143,7 +143,8 @@ def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
             raise InputError(f"arm {arm.spec_name}: the plan's prior needs the draft model's config.json ({name!r})")
         drafts[arm.spec_name] = shape
     prompt_tokens, notes = _prompt_tokens(config, base_dir)
-    return PriorTiming(target=target, drafts=drafts, hardware=roofline(config), prompt_tokens_by_class=prompt_tokens,
+    return PriorTiming(target=target, drafts=drafts, roofline=lambda: roofline(config),
+                       prompt_tokens_by_class=prompt_tokens,
                        notes=(*PriorTiming.notes, *notes))
 
 

@@ -83,7 +83,7 @@ class SweepSummary(RecordModel):
     model_overhead_ms: float | None = Field(
         None, description="The performance model's server time per request fitted to this sweep's cells (a model "
         "parameter, never read by a decision): a plan calibrated on this sweep reuses it rather than searching "
-        "again. None in older summaries, or with no cell to fit.")
+        "again. None in older summaries, with no cell to fit, or when the fit failed (a note says why).")
     wall_s: float | None = Field(None, description="Seconds from this invocation's start to its summary "
                                  "(what a plan calibrated on this sweep reads); None in older summaries.")
     after_stages_s: float | None = Field(

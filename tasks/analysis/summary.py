@@ -40,6 +40,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
     errors = {r.arm: r.error.splitlines()[0] for r in reports if r.error}
     records = stored_records(plan.store.dir, cells)
     analysis = StoredSweep(plan.store.dir, config=plan.config).analyse(cells, records)
+    overhead_ms, overhead_notes = _model_overhead_ms(plan, cells, records)
     return SweepSummary(
         sweep_id=plan.sweep_id, config_name=plan.config.name, fingerprint=plan.fingerprint.digest,
         resumed=plan.resumed, cells_planned=len(plan.cells), cells_complete=len(complete),
@@ -53,25 +54,29 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
               for r in reports],
         mix=analysis.mix, noise=analysis.noise,
         gates=analysis.gates, equivalence=analysis.equivalence, quality=analysis.quality,
-        notes=[*plan.warnings, *analysis.notes],
+        notes=[*plan.warnings, *analysis.notes, *overhead_notes],
         cost_table=decision_rows(analysis.decisions, plan.config),
         negative_cells=negative_cells(analysis.decisions, plan.config),
         decisions=analysis.decisions, k_policy=analysis.policies, acceptance=class_acceptance(cells, records),
         engine_checks=plan.engine_checks,
         results_dir=str(plan.store.dir),
         server_args=deployment_args(plan.config, plan.resolved, SERVED_MODEL_NAME),
-        model_overhead_ms=_model_overhead_ms(plan, cells, records),
+        model_overhead_ms=overhead_ms,
     )
 
 
 def _model_overhead_ms(plan: SweepPlan, cells: Sequence[CellResult],
-                       records: Mapping[str, Sequence[RequestRecord]]) -> float | None:
+                       records: Mapping[str, Sequence[RequestRecord]]) -> tuple[float | None, list[str]]:
     """The server overhead the performance model fits to the sweep's cells, kept so that a plan
-    calibrated on this sweep later (each budgeted stage of the next one) does not search for it again."""
+    calibrated on this sweep later (each budgeted stage of the next one) does not search for it again;
+    with a note when the fit failed. A failed fit never costs the sweep its summary."""
     try:
-        return calibrate(plan.sweep_id, plan.config, cells, records, seed=plan.config.analysis.seed).overhead_ms
+        return calibrate(plan.sweep_id, plan.config, cells, records, seed=plan.config.analysis.seed).overhead_ms, []
     except InputError:  # no usable cell with records: nothing to calibrate on
-        return None
+        return None, []
+    except (ValueError, ArithmeticError) as err:  # numpy's LinAlgError is a ValueError
+        return None, [f"performance model: no fit to keep for later plans ({type(err).__name__}: {err}); "
+                      "a plan calibrated on this sweep fits it again"]
 
 
 def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],

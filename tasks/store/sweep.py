@@ -98,6 +98,8 @@ def read_sweep_record(path: Path) -> SweepRecord:
     """``sweep.json`` at ``path``; a file it cannot read is one line naming it (exit 2)."""
     try:
         return SweepRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read ({type(err).__name__})") from None
     except ValidationError as err:
         first = err.errors()[0]
         where = "".join(f"{part}: " for part in first["loc"])

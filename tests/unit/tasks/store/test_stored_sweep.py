@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -156,7 +157,7 @@ def test_a_sweep_written_by_ce4142f_is_read(tmp_path: Path) -> None:
     assert [d.slice for d in data.decisions] == [d.slice for d in stored.summary.decisions]
     assert data.noise and data.mix and data.equivalence
     markdown = render_markdown(build_content(data, 0.05, with_predicted=False), "report.html")
-    assert f"# specfleet report: {sweep_id}" in markdown or sweep_id in markdown.splitlines()[0]
+    assert sweep_id in markdown.splitlines()[0]
 
 
 def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
@@ -230,3 +231,31 @@ def test_sweep_json_reads_back_the_demo_config_it_stored(tmp_path: Path) -> None
                          fingerprint=Fingerprint(target=None, tokenizer=None, engine="vllm", engine_version=None))
     (tmp_path / "sweep.json").write_text(record.model_dump_json(indent=2))
     assert StoredSweep(tmp_path).config == config
+
+
+def test_a_failed_model_fit_leaves_the_summary_whole(sweep: AdoptedSweep, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fitted overhead kept for later plans is a convenience: when the fit fails the summary is
+    still made, its decisions the same, the figure None and a note saying why."""
+    import tasks.analysis.summary as summary_module
+
+    def failing(*_: object, **__: object) -> object:
+        raise np.linalg.LinAlgError("singular matrix")
+
+    assert sweep.summary.model_overhead_ms is not None
+    monkeypatch.setattr(summary_module, "calibrate", failing)
+    again = summary_module.aggregate(sweep.plan, [])
+    assert again.model_overhead_ms is None and again.decisions == sweep.summary.decisions
+    assert any(n.startswith("performance model: no fit to keep for later plans (LinAlgError: singular matrix)")
+               for n in again.notes)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{not json", r"sweep.json: Invalid JSON"),
+    ('{"name": "x", "config_source": "c.yaml", "fingerprint": {}}', r"sweep.json: fingerprint: target: Field required"),
+    (b"\xff\xfe", r"sweep.json: cannot read \(UnicodeDecodeError\)"),
+])
+def test_a_damaged_sweep_json_is_one_line_naming_it(tmp_path: Path, text: str | bytes, message: str) -> None:
+    path = tmp_path / "sweep.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(InputError, match=message):
+        StoredSweep(tmp_path)

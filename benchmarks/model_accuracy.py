@@ -11,16 +11,23 @@ every concurrency), and prints, against the measured held-out cells:
 
 - MAPE of TPOT p50, output tokens/s and SLO-qualified tokens/s;
 - the share of held-out speculative cells whose speedup against the baseline is on the right
-  side of 1, in SLO-qualified tokens/s (the decisions' basis);
+  side of 1, in SLO-qualified tokens/s (the decisions' basis), over the decisive cells (the
+  sweep's own interval for the cell excludes 1) apart from the undecided ones (it holds 1: there
+  no predictor can be right or wrong);
 - the error of the crossover concurrency (the first grid level where the speedup is at most 1;
   "none" one step past the grid) in grid steps, per arm at one k and prompt class;
 - the share of (arm, class, concurrency) groups whose predicted best k is within the measured
   tolerance of the measured best (the sweep's noise floor there, or 5 % where it has none);
 
-each for the model and two plain predictors side by side (the nearest measured cell of the fitted
-subset; the seed's closed form, ``specfleet/economics/theory.py``, fed with the fitted cells' acceptance),
-then a markdown table with the goals, and writes it and every row to
-``SWEEP_DIR/model_accuracy.json``.
+each for the model and three plain predictors side by side (the nearest measured cell of the fitted
+subset; linear interpolation between the fitted neighbours in k and concurrency; the seed's closed
+form, ``specfleet/economics/theory.py``, fed with the fitted cells' acceptance), then a markdown
+table with the goals, and writes it and every row to ``SWEEP_DIR/model_accuracy.json``.
+
+Only held-out points are scored, everywhere: a crossover group (an arm at one k, one class) or a
+best-k group (an arm, one class, one concurrency) is scored only when every point in it is held
+out; fitted points are inputs only (issue 32: scoring groups that hold fitted points let the
+nearest cell echo its own training data).
 
     python benchmarks/model_accuracy.py [--sweep SWEEP_ID_OR_DIR] [--results-dir results]
         [--config benchmarks/configs/perfmodel-dense.yaml] [--fit-loads 1,4] [--fit-ks 2,4]
@@ -63,6 +70,7 @@ from specfleet.perfmodel.accuracy import (
 )
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.noise import baseline_noise, noise_for
+from specfleet.verdicts.cell import Decision
 from tasks.store.sweep import StoredSweep
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -74,8 +82,9 @@ DEFAULT_TOLERANCE = 0.05
 """The best-k tolerance where the sweep has no noise floor for the configuration (no repeated baseline)."""
 MODEL_FREE_METHODS = frozenset({"ngram"})
 """Drafters without a model: the closed form takes their draft cost ratio c as 0."""
-PREDICTORS = ("model", "nearest", "closed_form")
+PREDICTORS = ("model", "nearest", "interpolation", "closed_form")
 PREDICTOR_NAMES = {"model": "performance model", "nearest": "nearest measured cell",
+                   "interpolation": "linear interpolation (fitted neighbours)",
                    "closed_form": "closed form (seed, measured acceptance)"}
 FIGURES = ("tpot_p50", "output_tokens_per_s", "qualified_tokens_per_s")
 SWEEP_ID = re.compile(r"sweep id: (\S+)")
@@ -267,9 +276,48 @@ def nearest_predictor(fitted: Mapping[Point, Figures]) -> Predictor:
     return figures
 
 
+def _bracket(values: Sequence[int], x: int) -> tuple[int, int, float]:
+    """The neighbours of ``x`` in sorted ``values`` and x's weight towards the upper one; outside
+    their range, the nearest end (weight 0): interpolation, never extrapolation."""
+    if x <= values[0]:
+        return values[0], values[0], 0.0
+    if x >= values[-1]:
+        return values[-1], values[-1], 0.0
+    hi = next(v for v in values if v >= x)
+    lo = max(v for v in values if v <= x)
+    return lo, hi, 0.0 if hi == lo else (x - lo) / (hi - lo)
+
+
+def interpolation_predictor(fitted: Mapping[Point, Figures]) -> Predictor:
+    """Plain predictor (b): each figure bilinear between the fitted cells of the same arm, class and
+    sampling that bracket the point's k and concurrency (the nearest end outside them); None where a
+    corner lacks the figure."""
+
+    def figures(point: Point) -> Figures:
+        same = {(p.k, p.concurrency): f for p, f in fitted.items()
+                if (p.arm, p.prompt_class, p.sampling) == (point.arm, point.prompt_class, point.sampling)}
+        if not same:
+            return NONE
+        k_lo, k_hi, wk = _bracket(sorted({k for k, _ in same}), point.k)
+        c_lo, c_hi, wc = _bracket(sorted({c for _, c in same}), point.concurrency)
+        corners = [((k_lo, c_lo), (1 - wk) * (1 - wc)), ((k_lo, c_hi), (1 - wk) * wc),
+                   ((k_hi, c_lo), wk * (1 - wc)), ((k_hi, c_hi), wk * wc)]
+
+        def blend(figure: str) -> float | None:
+            values = [(same[at].get(figure) if at in same else None, w) for at, w in corners]
+            if any(v is None for v, _ in values):
+                return None
+            return sum(float(v) * w for v, w in values if v is not None)
+
+        return Figures(tpot_p50=blend("tpot_p50"), output_tokens_per_s=blend("output_tokens_per_s"),
+                       qualified_tokens_per_s=blend("qualified_tokens_per_s"), speedup=blend("speedup"))
+
+    return figures
+
+
 @dataclass(frozen=True)
 class ClosedForm:
-    """Plain predictor (b): the seed's S = E(alpha, k) / (1 + k c) (``specfleet.economics.theory``).
+    """Plain predictor (c): the seed's S = E(alpha, k) / (1 + k c) (``specfleet.economics.theory``).
 
     alpha per arm, class and sampling: the modelled alpha implied by each fitted cell's measured
     mean acceptance length at its k, averaged with the cells' drafts as weights. c: 0 for a drafter
@@ -367,18 +415,24 @@ class Goal:
     title: str
     lower_is_better: bool
     threshold: float | None
+    scored: bool = True
+    """False: shown, with no goal (where no predictor can be right or wrong)."""
 
     def text(self) -> str:
+        if not self.scored:
+            return "none"
         bound = "" if self.threshold is None else (
             f"<= {100 * self.threshold:.0f} %, " if self.lower_is_better else f">= {100 * self.threshold:.0f} %, ")
-        return f"{bound}better than both"
+        return f"{bound}better than every plain predictor"
 
 
 GOALS = (
     Goal("tpot_p50", "MAPE of TPOT p50", True, 0.10),
     Goal("output_tokens_per_s", "MAPE of output tokens/s", True, 0.10),
     Goal("qualified_tokens_per_s", "MAPE of SLO-qualified tokens/s", True, None),
-    Goal("sign", "speedup sign right (SLO-qualified tokens/s vs the baseline)", False, 0.90),
+    Goal("sign", "speedup sign right on decisive held-out cells (measured interval excludes 1)", False, 0.90),
+    Goal("sign_undecided", "speedup sign on undecided held-out cells (measured interval holds 1; no goal)", False,
+         None, scored=False),
     Goal("crossover", "crossover concurrency error (grid steps, mean absolute)", True, None),
     Goal("best_k", "best k within the measured tolerance", False, 0.80),
 )
@@ -386,6 +440,8 @@ GOALS = (
 
 def goal_met(goal: Goal, scores: Mapping[str, Score]) -> str:
     model = scores["model"]
+    if not goal.scored:
+        return "no goal"
     if model.value is None:
         return "n/a (no figure)"
     misses = []
@@ -426,12 +482,32 @@ def _common(rows: Sequence[Point], figure: str, value: Callable[[str, Point, str
             and all(value(n, p, figure) is not None for n in PREDICTORS)]
 
 
+def decisive_points(config: SweepConfig, decisions: Sequence[Decision]) -> dict[Point, bool]:
+    """Per speculative configuration the sweep decided, whether its measured speedup interval (this
+    comparison's, before the family's correction) excludes 1."""
+    spec_names = {p.arm: p.spec_name for p in arm_plans(config)}
+    out: dict[Point, bool] = {}
+    for d in decisions:
+        s, interval = d.slice, d.interval
+        if s.load_mode != "concurrency" or s.arm not in spec_names or interval is None:
+            continue
+        if interval.low is None or interval.high is None:
+            continue
+        out[Point(spec_names[s.arm], s.k, s.prompt_class, int(s.load_value), s.sampling)] = (
+            interval.low > 1.0 or interval.high < 1.0)
+    return out
+
+
 def evaluate(config: SweepConfig, cells: Sequence[CellResult], measured: Measured, fit: FitSubset,
-             predictors: Mapping[str, Predictor]) -> Evaluation:
+             predictors: Mapping[str, Predictor], decisive: Mapping[Point, bool] | None = None) -> Evaluation:
     """Every figure for every predictor over the usable held-out cells (those ``fit`` does not fit).
+    ``decisive``: per speculative configuration, whether its measured interval excludes 1
+    (``decisive_points``); a cell not in it is in neither sign figure.
 
     Each figure is over the cells (or groups) that every predictor and the measurement have it for,
-    so the three predictors are scored on the same cells; the others are counted in ``left_out``."""
+    so the predictors are scored on the same cells; the others are counted in ``left_out``. A
+    crossover or best-k group is scored only when every point in it is held out."""
+    decisive = decisive or {}
     grid = sorted(config.load.concurrency)
     held_out = sorted(p for p in measured.figures if not fit.fits(p) and p.concurrency in grid)
     notes: list[str] = []
@@ -448,16 +524,21 @@ def evaluate(config: SweepConfig, cells: Sequence[CellResult], measured: Measure
         scores[figure] = {n: replace(mape((value(n, p, figure), truth(p, figure)) for p in rows),
                                      left_out=len(held_out) - len(rows)) for n in PREDICTORS}
     speculative = [p for p in held_out if p.k]
-    rows = [p for p in speculative if truth(p, "speedup") is not None
-            and all(value(n, p, "speedup") is not None for n in PREDICTORS)]
-    scores["sign"] = {n: replace(share([sign_right(value(n, p, "speedup"), truth(p, "speedup")) for p in rows]),
-                                 left_out=len(speculative) - len(rows)) for n in PREDICTORS}
+    for key, wanted in (("sign", True), ("sign_undecided", False)):
+        members = [p for p in speculative if decisive.get(p) is wanted]
+        rows = [p for p in members if truth(p, "speedup") is not None
+                and all(value(n, p, "speedup") is not None for n in PREDICTORS)]
+        scores[key] = {n: replace(share([sign_right(value(n, p, "speedup"), truth(p, "speedup")) for p in rows]),
+                                  left_out=len(members) - len(rows)) for n in PREDICTORS}
+    held = set(held_out)
 
     cross_rows: list[dict[str, object]] = []
     errors: dict[str, list[int | None]] = {n: [] for n in PREDICTORS}
     groups = sorted({(p.arm, p.k, p.prompt_class, p.sampling) for p in speculative})
     for arm, k, klass, sampling in groups:
         levels = [Point(arm, k, klass, c, sampling) for c in grid]
+        if not held.issuperset(levels):  # a fitted point is an input, never scored
+            continue
         truth_seq = [truth(p, "speedup") for p in levels]
         seqs = {n: [value(n, p, "speedup") for p in levels] for n in PREDICTORS}
         got = {n: crossover_error(seqs[n], truth_seq) for n in PREDICTORS}
@@ -478,6 +559,8 @@ def evaluate(config: SweepConfig, cells: Sequence[CellResult], measured: Measure
     pairs = sorted({(p.arm, p.prompt_class, p.concurrency, p.sampling) for p in speculative if p.arm in multi_k})
     for arm, klass, conc, sampling in pairs:
         points = {k: Point(arm, k, klass, conc, sampling) for k in multi_k[arm]}
+        if not held.issuperset(points.values()):
+            continue
         truth_map = {k: truth(p, "speedup") for k, p in points.items()}
         floor, why = noise_for((klass, "concurrency", float(conc), sampling), floors)
         tolerance, source = (floor, why) if floor is not None else (DEFAULT_TOLERANCE, f"5 % default ({why})")
@@ -539,7 +622,7 @@ def _fmt(value: object) -> str:
 
 
 def print_details(evaluation: Evaluation, console: Console) -> None:
-    table = Table(title="held-out cells: measured | model | nearest | closed form")
+    table = Table(title="held-out cells: measured | " + " | ".join(PREDICTORS))
     table.add_column("cell")
     for figure in (*FIGURES, "speedup"):
         table.add_column(figure, justify="right")
@@ -613,7 +696,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"sweep {sweep}: some cells failed (exit 3); using what was measured", flush=True)
     try:
         data = StoredSweep.find(sweep, args.results_dir)
-        return report(data.id, data.dir, data.config, data.cells, data.records, fit, args.requests, console)
+        decisions = data.summary.decisions if data.summary is not None else []
+        return report(data.id, data.dir, data.config, data.cells, data.records, fit, args.requests, console,
+                      decisions=decisions)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -621,7 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult],
            records: Mapping[str, Sequence[RequestRecord]], fit: FitSubset, requests: int, console: Console,
-           resamples: int = 200) -> int:
+           resamples: int = 200, decisions: Sequence[Decision] = ()) -> int:
     spec_names = {p.arm: p.spec_name for p in arm_plans(config)}
     measured = measure(config, cells)
 
@@ -634,8 +719,12 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
     model = ModelPredictor(calibration, requests, seed)
     form = closed_form(config, measured, fit)
     fitted = {p: f for p, f in measured.figures.items() if fit.fits(p)}
+    decisive = decisive_points(config, decisions)
     evaluation = evaluate(config, cells, measured, fit,
-                          {"model": model, "nearest": nearest_predictor(fitted), "closed_form": form})
+                          {"model": model, "nearest": nearest_predictor(fitted),
+                           "interpolation": interpolation_predictor(fitted), "closed_form": form}, decisive)
+    if not decisive:
+        evaluation.notes.append("the sweep has no decisions with intervals (no summary): neither sign figure is scored")
     box = machine()
     fitted_on = fit.describe([s.name for s in config.arms if s.method != "baseline"])
     runs = sum(len(measured.cells[p]) for p in evaluation.held_out)

@@ -19,6 +19,11 @@ mean over all decode steps, which is what throughput follows. ``draft_rate`` is 
 the decode steps the streams show (each content chunk after the first is one engine step of
 that request): about 1 for a draft model, well below 1 for ngram, which proposes nothing when
 no n-gram matches.
+
+A figure the counters do not give stays missing (issue 32): a cell whose engine exported the
+totals but not ``vllm:spec_decode_num_accepted_tokens_per_pos`` says nothing about positions, so
+it never counts as zero acceptance; a cell whose streams show no decode step has no drafting
+rate. Without either, ``pool_acceptance`` gives ``NoAcceptance`` with the reason.
 """
 
 import math
@@ -78,15 +83,16 @@ class AcceptanceProfile:
     """Proposed draft tokens over drafts x k: 1 when every draft is k tokens long."""
 
     @property
-    def max_measured_k(self) -> int:
-        return max(self.measured_k)
-
-    @property
     def draft_rate(self) -> float:
         return min(1.0, self.drafting.value)
 
+    @property
+    def measured_positions(self) -> int:
+        """Positions with a measured conditional ratio (cells without a position's counter left out)."""
+        return len(self.conditional)
+
     def extrapolates(self, k: int) -> bool:
-        return k > self.max_measured_k
+        return k > self.measured_positions
 
     def per_position(self, k: int, bound: Bound = "point") -> tuple[float, ...]:
         """a_1 .. a_k; past the largest measured k the last measured q is held constant."""
@@ -112,29 +118,43 @@ class AcceptanceProfile:
         return 1.0 + self.rate(bound) * sum(self.per_position(k, bound))
 
 
-def pool_acceptance(samples: Sequence[AcceptanceSample]) -> AcceptanceProfile | None:
-    """The pooled profile of ``samples`` (one arm, class and sampling); None without drafts."""
-    usable = [s for s in samples if s.stats.num_drafts > 0]
+@dataclass(frozen=True, slots=True)
+class NoAcceptance:
+    """Why one arm, class and sampling has no acceptance profile."""
+
+    reason: str
+
+
+def _positions(sample: AcceptanceSample) -> int:
+    """Positions this cell's per-position counters cover (0 when the engine exported none)."""
+    return min(sample.k, len(sample.stats.accepted_per_position))
+
+
+def pool_acceptance(samples: Sequence[AcceptanceSample]) -> AcceptanceProfile | NoAcceptance:
+    """The pooled profile of ``samples`` (one arm, class and sampling), or why there is none: no
+    drafts, no per-position counters, or no decode step to take a drafting rate from."""
+    drafting = [s for s in samples if s.stats.num_drafts > 0]
+    if not drafting:
+        return NoAcceptance("no drafts in the counters")
+    usable = [s for s in drafting if _positions(s) > 0]
     if not usable:
-        return None
-    k_max = max(s.k for s in usable)
+        return NoAcceptance("the engine exported spec-decode totals but no per-position counts "
+                            "(vllm:spec_decode_num_accepted_tokens_per_pos): acceptance per position not measured")
     conditional: list[Ratio] = []
-    for i in range(k_max):
-        hits = trials = 0
-        for s in usable:
-            if s.k <= i:
-                continue
-            counts = [s.stats.num_drafts, *s.stats.accepted_per_position]
-            trials += counts[i] if i < len(counts) else 0
-            hits += counts[i + 1] if i + 1 < len(counts) else 0
+    for i in range(max(_positions(s) for s in usable)):
+        counts = [[s.stats.num_drafts, *s.stats.accepted_per_position] for s in usable if _positions(s) > i]
+        trials, hits = sum(c[i] for c in counts), sum(c[i + 1] for c in counts)
         conditional.append(Ratio(min(hits, trials), trials))
-    drafts = sum(s.stats.num_drafts for s in usable)
-    steps = sum(s.decode_steps for s in usable)
+    stepped = [s for s in usable if s.decode_steps > 0]
+    steps = sum(s.decode_steps for s in stepped)
+    if steps <= 0:
+        return NoAcceptance("no decode step in the streams (no request streamed a second chunk): no drafting rate")
+    drafts = sum(s.stats.num_drafts for s in stepped)
     proposed = sum(s.stats.num_draft_tokens for s in usable)
     capacity = sum(s.stats.num_drafts * s.k for s in usable)
     return AcceptanceProfile(
         measured_k=tuple(sorted({s.k for s in usable})),
         conditional=tuple(conditional),
-        drafting=Ratio(min(drafts, steps), steps) if steps > 0 else Ratio(1, 1),
+        drafting=Ratio(min(drafts, steps), steps),
         proposed_share=min(1.0, proposed / capacity) if capacity > 0 else 1.0,
     )

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from specfleet.contract import CellIdentity, SweepConfig, arm_plans
 from specfleet.errors import InputError
 from specfleet.measure.metrics import NS_PER_S, measured_window_ns, output_tokens, ttft_series_ms
-from specfleet.perfmodel.acceptance import AcceptanceProfile, AcceptanceSample, pool_acceptance
+from specfleet.perfmodel.acceptance import AcceptanceProfile, AcceptanceSample, NoAcceptance, pool_acceptance
 from specfleet.perfmodel.batching import (
     ClosedLoad,
     EngineLimits,
@@ -71,6 +71,8 @@ class Calibration:
     config: SweepConfig
     law: StepLaw
     acceptance: Mapping[AcceptanceKey, AcceptanceProfile]
+    acceptance_missing: Mapping[AcceptanceKey, str]
+    """Why an arm, class and sampling with speculative cells has no profile (never zero acceptance)."""
     workloads: Mapping[str, tuple[RequestShape, ...]]
     jitter: Mapping[str, FloatArray]
     overhead_ms: float
@@ -194,19 +196,21 @@ def calibrate(
         observations += step_observations(c.records, c.method, c.k, _draft_tokens_per_seq(c.cell, steps), c.cell.key)
     rng = np.random.default_rng(seed)
     law = fit_step_law(observations, rng, resamples)
-    acceptance = {key: profile for key, group in samples.items() if (profile := pool_acceptance(group)) is not None}
+    pooled = {key: pool_acceptance(group) for key, group in samples.items()}
+    acceptance = {key: p for key, p in pooled.items() if isinstance(p, AcceptanceProfile)}
+    missing = {key: p.reason for key, p in pooled.items() if isinstance(p, NoAcceptance)}
+    notes += [f"{'/'.join(key)}: no acceptance profile: {why}" for key, why in sorted(missing.items())]
     workloads: dict[str, tuple[RequestShape, ...]] = {}
     for c in sorted(used, key=lambda c: (c.method != "baseline", c.cell.identity.phase != "main")):
         name = c.cell.identity.prompt_class
         if name not in workloads:
             workloads[name] = tuple(RequestShape(*shape) for shape in request_shapes(c.records))
     kv: dict[str, int | None] = {}
-    for cell in cells:
-        plan = plans.get(cell.identity.arm)
-        size = cell.kv_cache.kv_cache_size_tokens if cell.kv_cache else None
-        if plan is not None and size is not None:
-            known = kv.get(plan.spec_name)
-            kv[plan.spec_name] = size if known is None else min(known, size)
+    for c in used:  # only the cells the fit may see: a held-out cell's KV pool is not an input
+        size = c.cell.kv_cache.kv_cache_size_tokens if c.cell.kv_cache else None
+        if size is not None:
+            known = kv.get(c.arm)
+            kv[c.arm] = size if known is None else min(known, size)
     jitter = _jitter(law, used, rng)
     max_seqs = config.engine.max_num_seqs or DEFAULT_MAX_NUM_SEQS
     overhead, fits = _overhead(law, used, acceptance, max_seqs, kv, seed, overhead_ms)
@@ -214,7 +218,8 @@ def calibrate(
               if f.relative_spread is not None]
     loads = [c.cell.identity for c in used]
     return Calibration(
-        sweep_id=sweep_id, config=config, law=law, acceptance=acceptance, workloads=workloads, jitter=jitter,
+        sweep_id=sweep_id, config=config, law=law, acceptance=acceptance, acceptance_missing=missing,
+        workloads=workloads, jitter=jitter,
         overhead_ms=overhead, kv_tokens=kv,
         measured_cells=frozenset((i.arm, i.prompt_class, i.load_mode, i.load_value, i.sampling) for i in loads),
         measured_k={name: tuple(sorted({c.k for c in used if c.arm == name and c.k})) for name in
@@ -260,8 +265,9 @@ def _overhead(
                          overhead_ms=overhead, rng=np.random.default_rng(seed)) for c, _, shapes, spec in runs]
 
     def excess(overhead: float) -> float:
-        diffs = [measured - (_median_ttft(sim.records) or 0.0)
-                 for (_, measured, _, _), sim in zip(runs, simulated(overhead), strict=True)]
+        medians = [(measured, _median_ttft(sim.records))
+                   for (_, measured, _, _), sim in zip(runs, simulated(overhead), strict=True)]
+        diffs = [measured - median for measured, median in medians if median is not None]
         return float(np.median(diffs)) if diffs else 0.0
 
     overhead = known_ms if known_ms is not None else _search(excess, max((m for _, m, _, _ in runs), default=0.0))

@@ -197,8 +197,8 @@ def _extrapolates(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptancePr
     out: list[str] = []
     if profile is not None and profile.extrapolates(k):
         q = profile.conditional[-1].value
-        out.append(f"k {k} > largest measured {profile.max_measured_k} for arm {spec.name} on {prompt_class}: "
-                   f"acceptance past position {profile.max_measured_k} holds the last measured conditional "
+        out.append(f"k {k} > largest measured {profile.measured_positions} for arm {spec.name} on {prompt_class}: "
+                   f"acceptance past position {profile.measured_positions} holds the last measured conditional "
                    f"ratio {q:.2f}")
     measured_k = cal.measured_k.get(spec.name, ())
     if k and measured_k and not min(measured_k) <= k <= max(measured_k):
@@ -292,8 +292,9 @@ def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKe
     if spec.method != "baseline":
         profile = cal.acceptance.get((spec.name, query.prompt_class, sampling))
         if profile is None:
+            why = cal.acceptance_missing.get((spec.name, query.prompt_class, sampling))
             raise InputError(f"{cal.sweep_id}: no usable cell of arm {spec.name} on {query.prompt_class} "
-                             f"({sampling}) to take its acceptance from")
+                             f"({sampling}) to take its acceptance from" + (f": {why}" if why else ""))
     runs = _simulate(cal, spec, k, profile, shapes, load, query)
     key: BaselineKey = (query.prompt_class, load, query.requests, query.seed)
     figures = _runs_figures(cal, runs)

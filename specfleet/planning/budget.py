@@ -6,8 +6,10 @@ its predicted time, plus the closing baseline's (``reserve_s``) unless it is its
 baseline cell, ends by the deadline. A cell without a prediction does not fit: a budget is a
 promise about the clock, and a cell nobody can time could break it. Cells in flight always finish.
 A closing baseline cell whose opening twin was measured always starts (``bracket_keys``): the
-opening and closing baseline bracket the sweep, so drift enters the noise floor. A cell that does
-not start is ``NotMeasured``: listed apart, never read by a decision.
+opening and closing baseline bracket the sweep, so drift enters the noise floor. A speculative cell
+whose configuration's opening baseline was not measured never starts (``unbaselined``): its
+decision could only be ``baseline_not_usable``. A cell that does not start is ``NotMeasured``:
+listed apart, never read by a decision.
 """
 
 import math
@@ -41,6 +43,10 @@ class CellBudget:
     twin_s: Mapping[str, float] = field(default_factory=dict)
     """Per opening baseline cell key, its closing twin's predicted seconds: an opening cell starts
     only if its twin fits too (the reserve then holds it; ``reserve_s`` holds those measured before)."""
+    blocked: Mapping[str, str] = field(default_factory=dict)
+    """Per cell key, why it may not start whatever the clock says: a speculative cell whose opening
+    baseline cell (same class, load and sampling) was not measured could only be decided
+    ``baseline_not_usable``."""
 
 
 class NotMeasured(RecordModel):
@@ -71,13 +77,16 @@ def cell_cost_s(budget: CellBudget, key: str) -> float | None:
 def fits(budget: CellBudget, key: str, now_unix_s: float, closing: bool, committed_s: float = 0.0) -> bool:
     """May cell ``key`` start at ``now_unix_s``? ``closing``: it is a closing baseline cell."""
     predicted = cell_cost_s(budget, key)
-    return predicted is not None and predicted <= seconds_left(budget, now_unix_s, closing, committed_s)
+    return (key not in budget.blocked and predicted is not None
+            and predicted <= seconds_left(budget, now_unix_s, closing, committed_s))
 
 
 def not_measured(budget: CellBudget, identity: CellIdentity, key: str, now_unix_s: float, closing: bool,
                  start_s: float = 0.0, committed_s: float = 0.0) -> NotMeasured:
     """The record of a cell that did not fit at ``now_unix_s`` (after a server start of ``start_s``
     when its server is not up yet), with the figures that say why."""
+    if key in budget.blocked:
+        return NotMeasured(identity=identity, key=key, detail=budget.blocked[key])
     predicted = cell_cost_s(budget, key)
     left = max(0.0, seconds_left(budget, now_unix_s, closing, committed_s))
     after = f" after a {math.ceil(start_s)} s server start" if start_s > 0 else ""
@@ -119,3 +128,16 @@ def budgeted(config: SweepConfig, flag: str | None) -> SweepConfig:
         return config
     load = config.load.model_copy(update={"adaptive_stopping": budget_stopping(config.load)})
     return config.model_copy(update={"budget": budget, "load": load})
+
+
+BLOCKED_NO_BASELINE = ("its opening baseline cell (same class, load and sampling) was not measured: its decision "
+                       "could only be baseline_not_usable")
+
+
+def unbaselined(pending: Iterable[tuple[CellIdentity, str]], measured: Iterable[CellIdentity]) -> dict[str, str]:
+    """Keys of the ``pending`` speculative cells whose configuration (class, load, sampling) has no
+    measured opening baseline cell, each with why it may not start."""
+    opened = {(i.prompt_class, i.load_mode, i.load_value, i.sampling) for i in measured
+              if i.method == "baseline" and i.phase == "main"}
+    return {key: BLOCKED_NO_BASELINE for ident, key in pending if ident.method != "baseline"
+            and (ident.prompt_class, ident.load_mode, ident.load_value, ident.sampling) not in opened}

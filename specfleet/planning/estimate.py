@@ -69,6 +69,10 @@ class Timing(Protocol):
         """Of ``sweep_overhead_s``, what comes after the last stage."""
         ...
 
+    def cell_high_scale(self) -> float:
+        """The factor a budget multiplies each cell's predicted time by: its upper predictive bound."""
+        ...
+
 
 class StageEstimate(RecordModel):
     name: str
@@ -139,10 +143,33 @@ def requests_per_cell(config: SweepConfig) -> int:
     return stopping.max_requests if stopping is not None else config.load.requests_per_cell
 
 
-def request_ms(timing: Timing, arm: ArmPlan, config: SweepConfig, prompt_class: str, sampling: str,
-               batch: float) -> float:
-    """One request's time at a steady ``batch`` of running sequences: its prefill step, then
-    its output at the arm's tokens per step, each step at the batch's cost."""
+def closed_loop_ms(requests: int, clients: int, overhead_ms: float, engine_ms: float) -> float:
+    """Until the last of ``requests`` ends, sent by ``clients`` closed-loop clients, each request
+    first through the API server (one server, ``overhead_ms`` each, first come first served) and
+    then ``engine_ms`` in the engine: the way ``specfleet.perfmodel.batching`` serialises the overhead.
+
+    The clients start together, so client j reaches the engine j overheads in; each then cycles
+    every overhead + engine time, the first ``requests mod clients`` of them once more. When the
+    clients come back faster than the server passes them on, the server is the bottleneck and the
+    requests leave it one overhead apart. Dividing the overhead by the batch, as a steady batch
+    would, undercounts by about (1 - 1/clients) x requests x overhead where the server queues, and
+    rounding requests / clients down drops the last, partial wave."""
+    if requests <= 0:
+        return 0.0
+    clients = max(1, min(clients, requests))
+    rounds, extra = divmod(requests, clients)
+    cycle = overhead_ms + engine_ms
+    # client j (1-based) ends j overheads in, plus its rounds after the first
+    last_full = clients * overhead_ms + (rounds - 1) * cycle + engine_ms
+    last_extra = extra * overhead_ms + rounds * cycle + engine_ms if extra else 0.0
+    server_bound = requests * overhead_ms + engine_ms
+    return max(last_full, last_extra, server_bound)
+
+
+def engine_request_ms(timing: Timing, arm: ArmPlan, config: SweepConfig, prompt_class: str, sampling: str,
+                      batch: float) -> float:
+    """One request's time in the engine at a steady ``batch`` of running sequences: its prefill step,
+    then its output at the arm's tokens per step, each step at the batch's cost."""
     pclass = next(p for p in config.prompt_classes if p.name == prompt_class)
     out_tokens = float(pclass.max_output_tokens)
     prompt = timing.prompt_tokens(prompt_class)
@@ -152,21 +179,23 @@ def request_ms(timing: Timing, arm: ArmPlan, config: SweepConfig, prompt_class: 
     draft_tokens = batch * k * timing.draft_rate(arm, prompt_class, sampling)
     law = timing.step(arm)
     step = law(batch, batch * prompt / steps, batch * (prompt + out_tokens / 2.0), draft_tokens)
-    return timing.request_overhead_ms() + steps * step
+    return steps * step
 
 
 def cell_seconds(timing: Timing, config: SweepConfig, arm: ArmPlan, cell: CellIdentity, requests: int) -> float:
-    """A cell's warm-up and measured requests at its load (closed loop: ``requests / batch``
-    request times; Poisson: the arrivals' span plus one request)."""
+    """A cell's warm-up and measured requests at its load (closed loop: ``closed_loop_ms`` at a steady
+    batch of the concurrency; Poisson: the arrivals' span plus one request)."""
     limit = config.engine.max_num_seqs or DEFAULT_MAX_NUM_SEQS
     total = requests + config.load.warmup_requests
+    overhead = timing.request_overhead_ms()
     if cell.load_mode == "concurrency":
-        batch = min(cell.load_value, float(limit))
-        return total * request_ms(timing, arm, config, cell.prompt_class, cell.sampling, batch) / batch / 1000.0
-    one = request_ms(timing, arm, config, cell.prompt_class, cell.sampling, 1.0)
+        clients = min(int(cell.load_value), limit)
+        engine = engine_request_ms(timing, arm, config, cell.prompt_class, cell.sampling, float(clients))
+        return closed_loop_ms(total, clients, overhead, engine) / 1000.0
+    one = overhead + engine_request_ms(timing, arm, config, cell.prompt_class, cell.sampling, 1.0)
     batch = min(float(limit), max(1.0, cell.load_value * one / 1000.0))  # Little's law
-    one = request_ms(timing, arm, config, cell.prompt_class, cell.sampling, batch)
-    return total / cell.load_value + one / 1000.0
+    one = overhead + engine_request_ms(timing, arm, config, cell.prompt_class, cell.sampling, batch)
+    return max(total / cell.load_value, total * overhead / 1000.0) + one / 1000.0
 
 
 def probe_seconds(timing: Timing, config: SweepConfig, arm: ArmPlan, scored_items: Mapping[str, int]) -> float:
@@ -187,8 +216,8 @@ def probe_seconds(timing: Timing, config: SweepConfig, arm: ArmPlan, scored_item
         step = timing.step(arm)(batch, 0.0, batch * (timing.prompt_tokens(prompt_class) + tokens / 2.0),
                                 batch * float(arm.k or 0))
         tps = timing.tokens_per_step(arm, prompt_class, sampling)
-        per_request = timing.request_overhead_ms() + (1.0 + tokens / tps) * step
-        return sequences * per_request / batch / 1000.0
+        engine = (1.0 + tokens / tps) * step
+        return closed_loop_ms(sequences, int(batch), timing.request_overhead_ms(), engine) / 1000.0
 
     greedy = wave_s(eq.prompts, eq.greedy_max_tokens, float(eq.prompts), first_class) * (2 if arm.is_baseline else 1)
     stochastic = 0.0

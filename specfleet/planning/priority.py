@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
-from specfleet.planning.estimate import DEFAULT_MAX_NUM_SEQS, Timing, request_ms
+from specfleet.planning.estimate import DEFAULT_MAX_NUM_SEQS, Timing, engine_request_ms
 from specfleet.verdicts.traffic_mix import effective_mix
 
 
@@ -26,8 +26,9 @@ def predicted_speedup(timing: Timing, config: SweepConfig, arm: ArmPlan, baselin
     """The arm's request rate over the baseline's at the cell's batch (closed loop) or at batch 1."""
     limit = float(config.engine.max_num_seqs or DEFAULT_MAX_NUM_SEQS)
     batch = min(cell.load_value, limit) if cell.load_mode == "concurrency" else 1.0
-    spec = request_ms(timing, arm, config, cell.prompt_class, cell.sampling, batch)
-    base = request_ms(timing, baseline, config, cell.prompt_class, cell.sampling, batch)
+    overhead = timing.request_overhead_ms()
+    spec = overhead + engine_request_ms(timing, arm, config, cell.prompt_class, cell.sampling, batch)
+    base = overhead + engine_request_ms(timing, baseline, config, cell.prompt_class, cell.sampling, batch)
     return base / spec
 
 

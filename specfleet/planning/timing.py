@@ -6,13 +6,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
+
 from specfleet.contract import ArmPlan
 from specfleet.perfmodel.acceptance import AcceptanceProfile
 from specfleet.perfmodel.calibrate import Calibration
 from specfleet.perfmodel.prior import PRIOR_LABEL, ModelShape, Roofline, prior_startup_s, prior_step
-from specfleet.perfmodel.step_time import LinearStep
+from specfleet.perfmodel.step_time import LinearStep, StepBatch
 from specfleet.results import ArmTiming
 
+HIGH_QUANTILE = 97.5
+"""The percentile of the step law's bootstrap a budget counts each cell at (``cell_high_scale``)."""
 NO_ACCEPTANCE_NOTE = ("no acceptance measured: one token per step assumed (nothing accepted), an upper bound on "
                       "time")
 
@@ -68,6 +72,10 @@ class PriorTiming:
     def after_stages_s(self) -> float:
         return self.sweep_overhead_s()
 
+    def cell_high_scale(self) -> float:
+        """1: the prior has no fit to bound; its one token per speculative step is an upper bound on time."""
+        return 1.0
+
 
 @dataclass(frozen=True)
 class ArmRecord:
@@ -117,7 +125,9 @@ class CalibratedTiming:
             return 1.0
         profile = self._profile(arm, prompt_class, sampling)
         if profile is None:
-            self._note(f"arm {arm.spec_name} on {prompt_class} ({sampling}): {NO_ACCEPTANCE_NOTE}")
+            why = self.calibration.acceptance_missing.get((arm.spec_name, prompt_class, sampling))
+            self._note(f"arm {arm.spec_name} on {prompt_class} ({sampling}): {NO_ACCEPTANCE_NOTE}"
+                       + (f" ({why})" if why else ""))
             return 1.0
         return float(profile.tokens_per_step(arm.k or 0))
 
@@ -163,6 +173,24 @@ class CalibratedTiming:
         recorded = [*([] if self.after_stages_recorded_s is None else [self.after_stages_recorded_s]),
                     *self.history_after_stages_s]
         return max(recorded) if recorded else self.sweep_overhead_s()
+
+    def cell_high_scale(self) -> float:
+        """The step law's 97.5th bootstrap percentile relative to its point (the slowest over the measured
+        methods, k and concurrency), widened by half the sweep's largest baseline spread: the slow end of
+        a prediction's interval (``specfleet.perfmodel.predict``), never below 1."""
+        cal = self.calibration
+        batches = [StepBatch(method=method, k=k, decode_seqs=float(c)) for method, ks in self._method_ks().items()
+                   for k in ks for c in cal.concurrency or (1,)]
+        scales = [float(np.percentile(cal.law.replicate_scales([b]), HIGH_QUANTILE)) for b in batches]
+        return max(1.0, *scales) * (1.0 + (cal.noise_floor or 0.0) / 2.0)
+
+    def _method_ks(self) -> dict[str, tuple[int, ...]]:
+        cal = self.calibration
+        by_method: dict[str, set[int]] = {"baseline": {0}} if "baseline" in cal.law.methods else {}
+        for arm in cal.config.arms:
+            if arm.method != "baseline" and arm.method in cal.law.methods:
+                by_method.setdefault(arm.method, set()).update(cal.measured_k.get(arm.name, ()))
+        return {m: tuple(sorted(ks)) for m, ks in by_method.items() if ks}
 
     def probe_s(self, arm: ArmPlan) -> float | None:
         probes = [r.timing.probe_s for r in self.records if r.arm == arm.arm and r.phase == "main"

@@ -76,10 +76,13 @@ class RequestRecord:
     def request_spec_decode(self) -> RequestSpecDecode | None:
         """vLLM's per-request figures; None when the server sent none (started without the flag,
         no speculation, or a stream stored before they were kept)."""
-        counts = {f.name: self.extra.get(SPEC_KEY_PREFIX + f.name) for f in fields(RequestSpecDecode)}
-        if any(value is None for value in counts.values()):
-            return None
-        return RequestSpecDecode(**{name: int(value or 0) for name, value in counts.items()})
+        counts: dict[str, int] = {}
+        for f in fields(RequestSpecDecode):
+            value = self.extra.get(SPEC_KEY_PREFIX + f.name)
+            if value is None:  # one count missing: the summary is missing, never a 0 in its place
+                return None
+            counts[f.name] = int(value)
+        return RequestSpecDecode(**counts)
 
     @property
     def request_mean_acceptance_length(self) -> float | None:

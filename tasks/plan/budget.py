@@ -9,7 +9,7 @@ opening cells measured) and the time after it (aggregation). The order is ``spec
 """
 
 from specfleet.errors import InputError
-from specfleet.planning.budget import CellBudget
+from specfleet.planning.budget import CellBudget, unbaselined
 from specfleet.planning.estimate import estimate_sweep, stage_wall_s
 from specfleet.planning.priority import cell_order
 from specfleet.planning.replicas import slots
@@ -48,7 +48,8 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
     times = estimate_sweep(timing, plan.config, scored_items(plan), budget_s)
     seconds = times.cell_seconds()
     pending = {ident: key for work in plan.work for ident, key in work.cells}
-    cell_s = {key: seconds[ident] for ident, key in pending.items() if ident in seconds}
+    high = timing.cell_high_scale()  # a cell counts at its slow end, so an overrun is rare (docs/performance-model.md)
+    cell_s = {key: seconds[ident] * high for ident, key in pending.items() if ident in seconds}
     start_s: dict[str, float] = {}
     for server in times.arms:  # an arm's first server runs the probes: the longest start
         start_s[server.arm.arm] = max(start_s.get(server.arm.arm, 0.0),
@@ -69,6 +70,7 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
     noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
     order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
     reserve_s = stage_wall_s(closing, slots(plan.config)[0]) + timing.after_stages_s()
+    usable = (cell.identity for cell in plan.store.cells() if cell.key in complete and cell.usable)
     return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s, twin_s=twin_s,
                       cell_s=cell_s, priority={pending[ident]: float(rank) for rank, ident in enumerate(order)},
-                      server_start_s=start_s)
+                      server_start_s=start_s, blocked=unbaselined(pending.items(), usable))

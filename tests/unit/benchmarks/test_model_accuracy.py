@@ -19,6 +19,7 @@ from benchmarks.model_accuracy import (
     closed_form,
     evaluate,
     goal_met,
+    interpolation_predictor,
     markdown_table,
     measure,
     nearest_point,
@@ -175,39 +176,53 @@ def test_figures_over_hand_made_cells() -> None:
     def flat(p: Point) -> Figures:  # the same figures for every cell, speedup 1.2 everywhere
         return Figures(10.0, 100.0, 100.0, None if p.k == 0 else 1.2)
 
-    def blind(p: Point) -> Figures:  # no figure at all for draft k2 at c2
-        return NONE if p == _p("draft", 2, 2) else flat(p)
+    def blind(p: Point) -> Figures:  # no figure at all for the baseline at c2
+        return NONE if p == _p("baseline", 0, 2) else flat(p)
 
-    got = evaluate(_config(), [], measured, FIT, {"model": model, "nearest": flat, "closed_form": blind})
+    decisive = {_p("draft", 1, 2): True, _p("draft", 2, 1): True, _p("draft", 2, 2): False}
+    got = evaluate(_config(), [], measured, FIT,
+                   {"model": model, "nearest": flat, "interpolation": flat, "closed_form": blind}, decisive)
     assert [p.label for p in got.held_out] == ["baseline / code / c2 / greedy", "draft-k1 / code / c2 / greedy",
                                                "draft-k2 / code / c1 / greedy", "draft-k2 / code / c2 / greedy"]
-    # every figure is over the cells all three have: draft k2 c2 is left out
+    # every figure is over the cells all predictors have: the baseline at c2 is left out
     assert got.scores["output_tokens_per_s"]["model"] == Score(pytest.approx(0.05), 3, 1)  # type: ignore[arg-type]
-    # flat: |100 - 160| / 160, |100 - 150| / 150, |100 - 140| / 140
-    flat_mape = (60 / 160 + 50 / 150 + 40 / 140) / 3
+    flat_mape = (50 / 150 + 40 / 140 + 76 / 176) / 3
     assert got.scores["output_tokens_per_s"]["nearest"].value == pytest.approx(flat_mape)
-    assert got.scores["tpot_p50"]["nearest"].value == pytest.approx((2 / 12 + 1 / 11 + 3 / 7) / 3)
-    # sign over draft k1 c2 (0.9375: no speedup) and draft k2 c1 (1.40): 1.2 is right once
-    assert got.scores["sign"]["model"] == Score(1.0, 2, 1)
-    assert got.scores["sign"]["nearest"] == Score(0.5, 2, 1)
-    # crossover over c1, c2: k1 measured c2 (index 1); k2 measured none (index 2); flat says none for both
-    assert got.scores["crossover"]["model"] == Score(0.0, 1, 1)  # k2's group has no closed-form figure at c2
-    assert got.scores["crossover"]["nearest"] == Score(1.0, 1, 1)
-    # best k at c1 (measured 2: 1.40 vs 1.25) and c2 (measured 2: 1.10 vs 0.9375), 5 % tolerance (no baseline runs)
-    assert [row["tolerance"] for row in got.best_k] == [0.05, 0.05]
-    # (a predictor is judged on the k it predicts: blind picks k 1 at c2 from k 1 alone)
-    assert got.scores["best_k"]["model"] == Score(1.0, 2, 0)
-    assert got.scores["best_k"]["nearest"] == Score(0.0, 2, 0)  # a tie at 1.2 goes to k 1: 0.15 and 0.16 short
-    assert [row["closed_form_best_k"] for row in got.best_k] == [1, 1]
+    # sign on the decisive cells, draft k1 c2 (0.9375) and draft k2 c1 (1.40): 1.2 is right once
+    assert got.scores["sign"]["model"] == Score(1.0, 2, 0)
+    assert got.scores["sign"]["nearest"] == Score(0.5, 2, 0)
+    # and apart, the undecided one (draft k2 c2, 1.10): no goal
+    assert got.scores["sign_undecided"]["nearest"] == Score(1.0, 1, 0)
+    assert goal_met(next(g for g in GOALS if g.key == "sign_undecided"), got.scores["sign_undecided"]) == "no goal"
+    # only groups of held-out points are scored: draft k1's crossover group holds the fitted c1 cell and
+    # the c1 best-k group the fitted k1 cell (issue 32); draft k2 over c1, c2 and k 1, 2 at c2 are scored
+    assert [row["group"] for row in got.crossover] == ["draft-k2 / code / greedy"]
+    assert got.scores["crossover"]["model"] == Score(0.0, 1, 0)
+    assert [row["group"] for row in got.best_k] == ["draft / code / c2 / greedy"]
+    assert got.scores["best_k"]["model"] == Score(1.0, 1, 0)
+    assert got.scores["best_k"]["nearest"] == Score(0.0, 1, 0)  # a tie at 1.2 goes to k 1: 0.16 short
     assert goal_met(GOALS[1], got.scores["output_tokens_per_s"]) == "yes"
     assert goal_met(GOALS[3], got.scores["sign"]) == "yes"
     table = markdown_table(got)
-    assert table.splitlines()[0].startswith("| figure | performance model | nearest measured cell | closed form")
+    assert table.splitlines()[0].startswith("| figure | performance model | nearest measured cell | linear interp")
     assert "| MAPE of output tokens/s | 5.0 % (n=3) |" in table
 
 
+def test_interpolation_is_bilinear_between_the_fitted_neighbours_and_never_extrapolates() -> None:
+    fitted = {_p("draft", k, c): Figures(float(k + c), 10.0 * k * c, 10.0 * k * c, 1.0 + k / 10 - c / 20)
+              for k in (2, 4) for c in (1, 4)}
+    predict_at = interpolation_predictor(fitted)
+    got = predict_at(_p("draft", 3, 2))  # k halfway between 2 and 4, c a third of the way from 1 to 4
+    assert got.tpot_p50 == pytest.approx(3 + 2)  # linear in both: exact
+    assert got.speedup == pytest.approx(1.0 + 0.3 - 0.1)
+    assert got.output_tokens_per_s == pytest.approx(0.5 * (20 * 2 / 3 + 80 / 3) + 0.5 * (40 * 2 / 3 + 160 / 3))
+    assert predict_at(_p("draft", 1, 2)).tpot_p50 == pytest.approx(2 + 2)  # k 1 < 2: held at k 2
+    assert predict_at(_p("ngram", 2, 2)) == NONE
+
+
 def test_goal_met_names_what_it_misses() -> None:
-    scores = {"model": Score(0.12, 5), "nearest": Score(0.10, 5), "closed_form": Score(None, 0)}
+    scores = {"model": Score(0.12, 5), "nearest": Score(0.10, 5), "interpolation": Score(0.2, 5),
+              "closed_form": Score(None, 0)}
     assert goal_met(GOALS[0], scores) == "no: misses the bound; not better than nearest measured cell"
     assert goal_met(GOALS[0], {**scores, "model": Score(None, 0)}) == "n/a (no figure)"
 
@@ -245,6 +260,6 @@ def test_end_to_end_on_a_synthetic_engine(tmp_path: Path) -> None:
     assert figures["output_tokens_per_s"]["model"]["value"] < 0.10
     assert figures["tpot_p50"]["model"]["value"] < 0.10
     assert figures["output_tokens_per_s"]["model"]["n"] == 9
-    assert set(figures) == {"tpot_p50", "output_tokens_per_s", "qualified_tokens_per_s", "sign", "crossover",
-                            "best_k"}
+    assert set(figures) == {"tpot_p50", "output_tokens_per_s", "qualified_tokens_per_s", "sign", "sign_undecided",
+                            "crossover", "best_k"}
     assert "| MAPE of TPOT p50 |" in out["table_markdown"]

@@ -9,6 +9,7 @@ from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.errors import InputError
 from specfleet.perfmodel import Calibration, PredictionQuery, Predictor, calibrate, predict
 from specfleet.results import CellResult
+from specfleet.results.cell import KVCacheInfo
 from specfleet.results.records import RequestRecord
 from tests.support.perf_engine import TrueLaw, engine_cell, run_engine
 
@@ -146,3 +147,25 @@ def test_no_usable_cell_is_an_input_error(sweep: Sweep) -> None:
     broken = [c.model_copy(update={"status": "invalid"}) for c in cells]
     with pytest.raises(InputError, match="no usable cell"):
         calibrate("synthetic", config, broken, records)
+
+
+def test_the_kv_pool_comes_from_the_fitted_cells_only(sweep: Sweep) -> None:
+    """A held-out cell is not an input: its KV pool must not reach the calibration (issue 32)."""
+    config, cells, records = sweep
+    sized = [c.model_copy(update={"kv_cache": KVCacheInfo(kv_cache_size_tokens=500 if c.identity.load_value == 8
+                                                          else 4000)}) for c in cells]
+    fitted = calibrate("synthetic", config, sized, records, keep=lambda i: i.load_value != 8, resamples=10)
+    assert fitted.kv_tokens == {"baseline": 4000, "draft": 4000}
+    every = calibrate("synthetic", config, sized, records, resamples=10)
+    assert every.kv_tokens == {"baseline": 500, "draft": 500}
+
+
+def test_missing_per_position_counters_give_no_acceptance_and_a_reason(sweep: Sweep) -> None:
+    config, cells, records = sweep
+    bare = [c.model_copy(update={"spec_decode": c.spec_decode.model_copy(update={"accepted_per_position": []})})
+            if c.spec_decode is not None else c for c in cells]
+    cal = calibrate("synthetic", config, bare, records, resamples=10)
+    assert ("draft", "code", "greedy") not in cal.acceptance
+    assert "per-position" in cal.acceptance_missing[("draft", "code", "greedy")]
+    with pytest.raises(InputError, match="per-position"):
+        predict(cal, PredictionQuery(arm="draft", k=2, prompt_class="code", concurrency=2))

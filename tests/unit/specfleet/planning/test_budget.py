@@ -21,6 +21,7 @@ from specfleet.planning.budget import (
     by_priority,
     fits,
     not_measured,
+    unbaselined,
 )
 from tests.support.sweep_data import load, write_config
 
@@ -133,3 +134,15 @@ def test_an_opening_baseline_cell_starts_only_with_room_for_its_closing_twin() -
     ident = CellIdentity(arm="baseline", method="baseline", k=None, load_mode="concurrency", load_value=1.0,
                          prompt_class="code", sampling="greedy", repeat=0)
     assert not_measured(budget, ident, "open", 80.0, closing=False).detail == "predicted 20 s, 15 s left"
+
+
+def test_a_speculative_cell_without_its_opening_baseline_never_starts() -> None:
+    """However much time is left, its decision could only be baseline_not_usable (issue 32)."""
+    spec_c1, spec_c4 = _ident("ngram", 1.0), _ident("ngram", 4.0)
+    blocked = unbaselined([(spec_c1, "s1"), (spec_c4, "s4"), (_ident("baseline", 4.0), "b4")],
+                          measured=[_ident("baseline", 1.0), _ident("baseline", 4.0, phase="baseline_end")])
+    assert set(blocked) == {"s4"}  # the closing baseline at c4 is no opening baseline; a baseline is never blocked
+    budget = CellBudget(deadline_unix_s=NOW + 1e6, reserve_s=0.0, cell_s={"s1": 1.0, "s4": 1.0}, priority={},
+                        blocked=blocked)
+    assert fits(budget, "s1", NOW, closing=False) and not fits(budget, "s4", NOW, closing=False)
+    assert "opening baseline" in not_measured(budget, spec_c4, "s4", NOW, closing=False).detail

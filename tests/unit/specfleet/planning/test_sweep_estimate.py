@@ -4,11 +4,13 @@ and start-up are known: cell times, stage layout, idle accelerators, the budget.
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from specfleet.contract import ArmPlan, SweepConfig, arm_plans, cell_identities
+from specfleet.perfmodel.batching import ClosedLoad, EngineLimits, RequestShape, simulate
 from specfleet.perfmodel.step_time import LinearStep
 from specfleet.planning.estimate import cell_seconds, estimate_sweep, human_duration, stage_wall_s
 from tasks.plan.config import load_sweep_config
@@ -22,6 +24,7 @@ class KnownTiming:
     per_seq_ms: float = 1.0
     startup: float = 100.0
     tokens: float = 1.0
+    overhead_ms: float = 0.0
     basis: str = "synthetic"
 
     def step(self, arm: ArmPlan) -> LinearStep:
@@ -37,7 +40,10 @@ class KnownTiming:
         return 10.0
 
     def request_overhead_ms(self) -> float:
-        return 0.0
+        return self.overhead_ms
+
+    def cell_high_scale(self) -> float:
+        return 1.0
 
     def startup_s(self, arm: ArmPlan) -> float:
         return self.startup
@@ -60,8 +66,28 @@ def test_a_closed_loop_cell_is_its_requests_over_the_batch() -> None:
     cell = next(c for c in cell_identities(config, arm) if c.load_value == 4)
     out = next(p.max_output_tokens for p in config.prompt_classes if p.name == cell.prompt_class)
     step_ms = 10.0 + 1.0 * 4  # four sequences per step
-    expected = (12 + 2) * out * step_ms / 4 / 1000  # (measured + warm-up) requests, out steps each, 4 at a time
+    # (measured + warm-up) = 14 requests, 4 at a time: 4 waves (the last, partial one counts), out steps each
+    expected = 4 * out * step_ms / 1000
     assert cell_seconds(KnownTiming(), config, arm, cell, 12) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("overhead_ms", [5.0, 50.0, 200.0, 600.0])
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_closed_loop_cell_counts_the_overhead_as_the_simulation_serialises_it(
+        overhead_ms: float, concurrency: int) -> None:
+    """The API server passes one request per overhead (``batching.simulate``): dividing the overhead by
+    the batch undercounted a c4 cell by up to half at a 600 ms overhead (issue 32)."""
+    config = _config()
+    arm = arm_plans(config)[0]
+    cell = next(c for c in cell_identities(config, arm) if c.load_value == concurrency)
+    timing = KnownTiming(overhead_ms=overhead_ms)
+    out = next(p.max_output_tokens for p in config.prompt_classes if p.name == cell.prompt_class)
+    sim = simulate(timing.step(arm), "baseline", [RequestShape("p", 10, out)], ClosedLoad(concurrency),
+                   EngineLimits(16), None, requests=12 + config.load.warmup_requests, overhead_ms=overhead_ms,
+                   rng=np.random.default_rng(0))
+    simulated_s = max(r.chunk_ns[-1] for r in sim.records) / 1e9
+    planned_s = cell_seconds(timing, config, arm, cell, 12)
+    assert simulated_s * 0.99 <= planned_s <= simulated_s * 1.10
 
 
 def test_more_tokens_per_step_shortens_a_speculative_cell() -> None:

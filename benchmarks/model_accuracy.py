@@ -51,7 +51,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.report import DEFAULT_DRAFT_COST_RATIO
-from specfleet.contract import CellIdentity, SweepConfig, arm_plans, load_label
+from specfleet.contract import ArmSpec, CellIdentity, SweepConfig, arm_plans, load_label
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.errors import InputError
 from specfleet.measure.acceptance import counter_mean_acceptance_length
@@ -676,6 +676,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="k to fit on: for every speculative arm (K,K) or one arm (ARM=K,K); repeatable; "
                              "default 2,4")
     parser.add_argument("--requests", type=int, default=256, help="requests simulated per prediction")
+    parser.add_argument("--synthetic", metavar="SWEEP", help="a stored synthetic calibration sweep "
+                        "(benchmarks/configs/perfmodel-synthetic.yaml) whose SYNTHETIC cells the model is also "
+                        "fitted on (step cost only; never scored, never an acceptance source)")
     args = parser.parse_args(argv)
     console = Console(width=200)
     try:
@@ -697,25 +700,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         data = StoredSweep.find(sweep, args.results_dir)
         decisions = data.summary.decisions if data.summary is not None else []
+        extra = None if args.synthetic is None else StoredSweep.find(args.synthetic, args.results_dir)
         return report(data.id, data.dir, data.config, data.cells, data.records, fit, args.requests, console,
-                      decisions=decisions)
+                      decisions=decisions, synthetic=None if extra is None else SyntheticCells.of(extra))
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
 
+@dataclass(frozen=True)
+class SyntheticCells:
+    """A synthetic calibration sweep's SYNTHETIC cells and arms: step-cost inputs to the fit only."""
+
+    sweep_id: str
+    arms: tuple[ArmSpec, ...]
+    cells: tuple[CellResult, ...]
+    records: Mapping[str, Sequence[RequestRecord]]
+
+    @classmethod
+    def of(cls, sweep: StoredSweep) -> "SyntheticCells":
+        cells = tuple(c for c in sweep.cells if c.identity.synthetic)
+        if not cells:
+            raise InputError(f"--synthetic {sweep.id}: the sweep has no cell measured at synthetic acceptance")
+        return cls(sweep.id, tuple(a for a in sweep.config.arms if a.synthetic), cells,
+                   {c.key: sweep.records.get(c.key, []) for c in cells})
+
+    def joined(self, config: SweepConfig) -> SweepConfig:
+        clash = {a.name for a in config.arms} & {a.name for a in self.arms}
+        if clash:
+            raise InputError(f"--synthetic {self.sweep_id}: arm names {', '.join(sorted(clash))} are in both sweeps")
+        return config.model_copy(update={"arms": [*config.arms, *self.arms]})
+
+
 def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult],
            records: Mapping[str, Sequence[RequestRecord]], fit: FitSubset, requests: int, console: Console,
-           resamples: int = 200, decisions: Sequence[Decision] = ()) -> int:
+           resamples: int = 200, decisions: Sequence[Decision] = (), synthetic: SyntheticCells | None = None) -> int:
     spec_names = {p.arm: p.spec_name for p in arm_plans(config)}
     measured = measure(config, cells)
 
     def keep(ident: CellIdentity) -> bool:
         point = point_of(ident, spec_names)
-        return point is not None and fit.fits(point)
+        return ident.synthetic or (point is not None and fit.fits(point))
 
     seed = config.analysis.seed
-    calibration = calibrate(sweep_id, config, cells, records, keep=keep, seed=seed, resamples=resamples)
+    fit_config, fit_cells, fit_records = config, list(cells), dict(records)
+    if synthetic is not None:
+        fit_config = synthetic.joined(config)
+        fit_cells += synthetic.cells
+        fit_records.update(synthetic.records)
+    calibration = calibrate(sweep_id, fit_config, fit_cells, fit_records, keep=keep, seed=seed, resamples=resamples)
     model = ModelPredictor(calibration, requests, seed)
     form = closed_form(config, measured, fit)
     fitted = {p: f for p, f in measured.figures.items() if fit.fits(p)}
@@ -727,6 +760,9 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
         evaluation.notes.append("the sweep has no decisions with intervals (no summary): neither sign figure is scored")
     box = machine()
     fitted_on = fit.describe([s.name for s in config.arms if s.method != "baseline"])
+    if synthetic is not None:
+        fitted_on += (f"; the model also on the {len(synthetic.cells)} SYNTHETIC cells of {synthetic.sweep_id} "
+                      "(step cost only)")
     runs = sum(len(measured.cells[p]) for p in evaluation.held_out)
     console.print(f"sweep {sweep_id}: {sum(c.usable for c in cells)} usable cells of {len(cells)}; fitted on "
                   f"{fitted_on} ({len(fitted)} configurations)", highlight=False)
@@ -752,6 +788,7 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
     out = sweep_dir / OUTPUT_FILE
     out.write_text(json.dumps({
         "sweep_id": sweep_id, "machine": box, "fit": fitted_on,
+        "synthetic_sweep": None if synthetic is None else synthetic.sweep_id,
         "held_out_configurations": len(evaluation.held_out), "held_out_cells": runs,
         "table_markdown": table, "header": header,
         "figures": {g.key: {"title": g.title, "goal": g.text(), "met": goal_met(g, evaluation.scores[g.key]),

@@ -22,10 +22,15 @@ class ArmPlan(RecordModel):
     k: int | None
     speculative_config: dict[str, object] | None
     env: dict[str, str] = Field(default_factory=dict)
+    synthetic: bool = Field(False, description="Synthetic acceptance (calibration only, never decided on).")
 
     @property
     def is_baseline(self) -> bool:
         return self.k is None
+
+
+SYNTHETIC_LABEL = "SYNTHETIC acceptance, not decided on"
+"""How a cell measured at synthetic acceptance is labelled wherever it appears."""
 
 
 def load_label(load_mode: str, load_value: float) -> str:
@@ -49,6 +54,9 @@ class CellIdentity(RecordModel):
     replica_check: bool = False
     """A baseline cell measured a second time, on another replica (``specfleet.planning.replicas``).
     At its default it is left out of the key and the label, so keys of earlier sweeps hold."""
+    synthetic: bool = False
+    """Measured at synthetic acceptance (``ArmSpec.synthetic_acceptance``): a calibration cell, never
+    decided on. At its default it is left out of the key, so keys of earlier sweeps hold."""
 
     @property
     def num_speculative_tokens(self) -> int:
@@ -64,10 +72,12 @@ class CellIdentity(RecordModel):
         load = load_label(self.load_mode, self.load_value)
         tail = f"r{self.repeat}" + ("-end" if self.phase == "baseline_end" else "")
         tail += "-check" if self.replica_check else ""
+        tail += f" / {SYNTHETIC_LABEL}" if self.synthetic else ""
         return f"{self.arm} / {self.prompt_class} / {load} / {self.sampling} / {tail}"
 
     def key(self, fingerprint_digest: str) -> str:
-        identity = self.model_dump(mode="json", exclude=None if self.replica_check else {"replica_check"})
+        defaults = {name for name in ("replica_check", "synthetic") if not getattr(self, name)}
+        identity = self.model_dump(mode="json", exclude=defaults or None)
         payload = json.dumps([identity, fingerprint_digest], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -85,6 +95,7 @@ def arm_plans(config: SweepConfig) -> list[ArmPlan]:
             plans.append(ArmPlan(
                 arm=f"{spec.name}-k{k}", spec_name=spec.name, method=spec.method, k=k,
                 speculative_config=speculative_config(spec, k, default_model), env=dict(spec.env),
+                synthetic=spec.synthetic,
             ))
     return plans
 
@@ -97,7 +108,7 @@ def cell_identities(
     loads += [("rate", r) for r in config.load.rates_per_s]
     return [
         CellIdentity(arm=arm.arm, method=arm.method, k=arm.k, load_mode=mode, load_value=value,
-                     prompt_class=pc.name, sampling=s.name, repeat=rep, phase=phase)
+                     prompt_class=pc.name, sampling=s.name, repeat=rep, phase=phase, synthetic=arm.synthetic)
         for mode, value in loads
         for pc in config.prompt_classes
         for s in config.sampling

@@ -103,6 +103,8 @@ def quality_checks(config: SweepConfig, probes: Mapping[str, QualityProbe]) -> l
     baseline = plans[0].arm
     out = []
     for plan in plans[1:]:
+        if plan.synthetic:  # a calibration arm: its outputs are not the target's, and nothing decides on it
+            continue
         for pc in config.prompt_classes:
             for sampling in quality_samplings(config):
                 key = (plan.arm, pc.name, sampling.name)

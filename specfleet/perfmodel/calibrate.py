@@ -3,7 +3,8 @@
 From the usable cells (status ok, with their per-request records):
 
 - the step law (``step_time``), fitted to every request's chunk gaps;
-- acceptance per arm, prompt class and sampling (``acceptance``), from the cells' counters;
+- acceptance per arm, prompt class and sampling (``acceptance``), from the cells' counters (never from
+  cells measured at synthetic acceptance, which only add step observations to the law);
 - each prompt class's requests (prompt and output tokens, in the order the load client sends them);
 - the jitter of single steps: every chunk gap over the law's time for it, per method, scaled
   to mean 1 (it sets the ITL tails; the law sets the means);
@@ -190,7 +191,7 @@ def calibrate(
         if c.k and c.cell.spec_decode is None:
             notes.append(f"{ident.label}: no spec-decode counters, left out of the fit")
             continue
-        if c.cell.spec_decode is not None and c.k:
+        if c.cell.spec_decode is not None and c.k and not ident.synthetic:  # acceptance from the real arms only
             samples[(c.arm, ident.prompt_class, ident.sampling)].append(
                 AcceptanceSample(k=c.k, stats=c.cell.spec_decode, decode_steps=steps))
         observations += step_observations(c.records, c.method, c.k, _draft_tokens_per_seq(c.cell, steps), c.cell.key)

@@ -12,7 +12,10 @@ in. For each gap, the step's batch is read off all the cell's records at the gap
   (from its counters: ``num_draft_tokens`` / the decode steps its streams show).
 
 Chunks a client read together share one stamp (a 0 ms gap and a long one after it): a
-request's mean gap, the fitted quantity, is unaffected.
+request's mean gap, the fitted quantity, is unaffected while the reader only falls behind now and
+then. A request most of whose gaps are 0 ms was read in bursts, its first and last chunks late by
+different amounts, so its mean gap times the reader, not the engine: it is left out of the fit
+(``READ_TOGETHER_LIMIT``), though it still counts in the other requests' batches.
 """
 
 from collections.abc import Sequence
@@ -26,6 +29,8 @@ from specfleet.perfmodel.step_time import StepBatch, StepObservation
 from specfleet.results.records import RequestRecord
 
 FloatArray = npt.NDArray[np.float64]
+READ_TOGETHER_LIMIT = 0.5
+"""A request whose share of 0 ms chunk gaps is above this is not a step-time observation."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ def gap_batches(records: Sequence[RequestRecord], draft_tokens_per_seq: float) -
         if len(r.chunk_ns) < 2:
             continue
         t = np.asarray(r.chunk_ns, dtype=np.float64)
+        if np.count_nonzero(np.diff(t) == 0) > READ_TOGETHER_LIMIT * (t.size - 1):
+            continue
         mids = (t[1:] + t[:-1]) / 2.0
         started = np.searchsorted(first_sorted, mids, side="left")
         finished = np.searchsorted(last_sorted, mids, side="left")

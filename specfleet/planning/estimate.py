@@ -253,7 +253,8 @@ def arm_estimates(timing: Timing, config: SweepConfig, scored_items: Mapping[str
         identities = cell_identities(config, arm, phase)
         shares = replica_shares(identities, replicas) if arm.is_baseline else [identities]
         for replica, cells in enumerate(shares):
-            probe = probe_seconds(timing, config, arm, scored_items) if phase == "main" and replica == 0 else 0.0
+            probed = phase == "main" and replica == 0 and not arm.synthetic
+            probe = probe_seconds(timing, config, arm, scored_items) if probed else 0.0
             out.append(ArmEstimate(
                 arm=arm, stage=stage, cells=cells, startup_s=timing.startup_s(arm), probe_s=probe,
                 cell_s=[cell_seconds(timing, config, arm, c, requests) for c in cells],

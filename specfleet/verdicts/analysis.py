@@ -5,9 +5,10 @@ has one way to be made: every claim (cells, classes, arms at the mix, every k as
 could choose) goes into one family, decided at once by ``specfleet.verdicts.rule``."""
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specfleet.contract import SweepConfig, arm_plans
+from specfleet.contract.matrix import SYNTHETIC_LABEL
 from specfleet.errors import InputError
 from specfleet.gates.equivalence import ArmEquivalence, EquivalenceProbe, arm_equivalence
 from specfleet.gates.quality import QualityCheck, QualityProbe, SliceKey, quality_checks, quality_samplings
@@ -33,6 +34,8 @@ class SweepAnalysis:
     """Why there is no verdict at the traffic mix; None when ``mix`` was formed."""
     noise: list[RunNoise]
     """The sweep's run-to-run noise per figure (SLO-qualified tokens/s, ITL): the noise floor."""
+    synthetic_cells: list[str] = field(default_factory=list)
+    """Labels of the cells measured at synthetic acceptance: calibration only, never decided on."""
 
     @property
     def gates(self) -> dict[str, list[GateResult]]:
@@ -43,7 +46,10 @@ class SweepAnalysis:
     @property
     def notes(self) -> list[str]:
         mix = [self.mix_note] if self.mix_note else []
-        return [*mix, *(f"{e.arm}: {reason}" for e in self.equivalence for reason in e.unavailable)]
+        synthetic = [f"{len(self.synthetic_cells)} cells measured at synthetic acceptance ({SYNTHETIC_LABEL}): "
+                     "they calibrate the performance model's step cost; no gate, decision, policy or verdict reads "
+                     "them"] if self.synthetic_cells else []
+        return [*mix, *synthetic, *(f"{e.arm}: {reason}" for e in self.equivalence for reason in e.unavailable)]
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,9 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
     quality gate. ``engine_findings``: defects of the installed engine that taint every sampled
     result of a speculative arm (its stochastic gate and its decisions at temperature > 0 name them).
     ``history``: earlier sweeps' repeated runs pooled into the noise (``analysis.noise_history``)."""
-    equivalence = arm_equivalence(config, arm_plans(config), probes, engine_findings)
+    synthetic = [c for c in cells if c.identity.synthetic]
+    cells = [c for c in cells if not c.identity.synthetic]
+    equivalence = arm_equivalence(config, [p for p in arm_plans(config) if not p.synthetic], probes, engine_findings)
     quality = sweep_quality(config, quality_probes, engine_findings)
     samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
                for c in cells if c.usable and c.key in records}
@@ -74,7 +82,7 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
                             baseline_output_tokens(cells, records), history)
     decisions = [_with_findings(d, config, engine_findings) for d in verdicts.decisions]
     return SweepAnalysis(equivalence, quality, decisions, verdicts.policies, verdicts.mix, verdicts.mix_note,
-                         verdicts.noise)
+                         verdicts.noise, [c.identity.label for c in synthetic])
 
 
 def decide_sweep(config: SweepConfig, cells: Sequence[CellResult], samples: Mapping[str, CellSample],

@@ -213,7 +213,7 @@ def run_arm(
             run.outcome.not_measured += [run.gate.skipped(identity, key, start_s) for identity, key in remaining]
             break
         try:
-            first = run.clock.server_starts == 0
+            first = run.clock.server_starts == 0 and not arm.synthetic  # a synthetic arm has no gate to probe for
             remaining = run.server_life(remaining, energy, probe and first, scored_sets if first else None)
         except ArmStartError as err:
             run.outcome.error = str(err)

@@ -8,6 +8,7 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
 from tasks.loadgen.endpoint import verifying_context
 from tasks.plan.config import load_sweep_config
+from tasks.plan.engine_support import check_engine_support
 from tasks.plan.models import FIXTURE_PREFIX, local_dir, looks_local
 from tasks.plan.prompt_sets import load_prompt_class
 
@@ -75,7 +76,8 @@ def model_fields(config: SweepConfig) -> list[tuple[str, str]]:
 
 def check_inputs(config_path: Path) -> SweepConfig:
     """What can be wrong with the input, checked before Prefect, Ray or an engine starts: the
-    config, every prompt file, every local model path, the CA bundle. Raises ``InputError``
+    config, every prompt file, every local model path, the CA bundle, arms the installed engine
+    cannot run. Raises ``InputError``
     naming the field."""
     config = load_sweep_config(config_path)
     for spec in config.prompt_classes:
@@ -85,4 +87,5 @@ def check_inputs(config_path: Path) -> SweepConfig:
             raise InputError(f"{config_path}: {field}: {name!r} does not exist (expected a model directory or hub id)")
     if config.engine.ca_bundle is not None:
         verifying_context(Path(config.engine.ca_bundle), field=f"{config_path}: engine.ca_bundle:")
+    check_engine_support(config, config_path)
     return config

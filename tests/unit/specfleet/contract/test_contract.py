@@ -103,3 +103,55 @@ def test_cell_key_depends_on_the_fingerprint(fingerprint: str) -> None:
     cell = cell_identities(config, arm_plans(config)[0])[0]
     assert cell.key(fingerprint) == cell.key(fingerprint)
     assert cell.key(fingerprint) != cell.key(fingerprint + "x")
+
+
+SYNTHETIC_ARM = "  - {name: draft, method: draft_model, k: [2, 4]}\n"
+
+
+def _synthetic(setting: str) -> str:
+    assert SYNTHETIC_ARM in DEMO
+    return DEMO.replace(SYNTHETIC_ARM, SYNTHETIC_ARM + f"  - {{name: syn, method: draft_model, k: [2, 4], "
+                                                      f"synthetic_acceptance: {setting}}}\n")
+
+
+def test_a_synthetic_acceptance_arm_passes_vllms_keys_and_is_labelled() -> None:
+    config = parse_sweep_config(_synthetic("{acceptance_rates: [0.9, 0.7, 0.5, 0.3]}"), "demo")
+    syn = [a for a in arm_plans(config) if a.spec_name == "syn"]
+    assert [a.synthetic for a in syn] == [True, True]
+    assert syn[0].speculative_config is not None
+    assert syn[0].speculative_config["rejection_sample_method"] == "synthetic"
+    assert syn[0].speculative_config["synthetic_acceptance_rates"] == [0.9, 0.7]  # the first k at k 2
+    cell = cell_identities(config, syn[0])[0]
+    assert cell.synthetic and "SYNTHETIC" in cell.label
+    by_length = parse_sweep_config(_synthetic("{acceptance_length: 2.5}"), "demo")
+    plan = next(a for a in arm_plans(by_length) if a.arm == "syn-k2")
+    assert plan.speculative_config is not None and plan.speculative_config["synthetic_acceptance_length"] == 2.5
+
+
+def test_a_real_cell_keeps_its_key_and_label() -> None:
+    """The synthetic flag is left out of a real cell's key, so earlier sweeps' keys hold."""
+    config = parse_sweep_config(DEMO, "demo")
+    cell = cell_identities(config, arm_plans(config)[1])[0]
+    assert not cell.synthetic and "SYNTHETIC" not in cell.label
+    assert cell.key("fp") != cell.model_copy(update={"synthetic": True}).key("fp")
+    assert "synthetic" not in cell.model_dump(mode="json", exclude={"synthetic"})
+
+
+@pytest.mark.parametrize(("setting", "expected"), [
+    ("{}", "exactly one of acceptance_length or acceptance_rates"),
+    ("{acceptance_length: 2.0, acceptance_rates: [0.5, 0.4, 0.3, 0.2]}", "exactly one"),
+    ("{acceptance_rates: [0.9, 0.95, 0.5, 0.3]}", "non-increasing"),
+    ("{acceptance_rates: [1.2, 0.9, 0.5, 0.3]}", "in [0, 1]"),
+    ("{acceptance_rates: [0.9, 0.5]}", "needs 4 positions"),
+    ("{acceptance_length: 3.5}", "exceeds k + 1 = 3"),
+    ("{acceptance_length: 0.5}", "arms[2].synthetic_acceptance.acceptance_length"),
+    ("{acceptance_lenght: 2.0}", "unknown key"),
+])
+def test_a_bad_synthetic_setting_is_one_line_naming_it(setting: str, expected: str) -> None:
+    assert expected in _error(_synthetic(setting))
+
+
+def test_the_baseline_takes_no_synthetic_acceptance() -> None:
+    text = DEMO.replace("{name: baseline, method: baseline}",
+                        "{name: baseline, method: baseline, synthetic_acceptance: {acceptance_length: 2.0}}")
+    assert "no speculative settings" in _error(text)

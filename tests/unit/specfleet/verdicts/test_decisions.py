@@ -225,3 +225,19 @@ def test_an_interval_over_requests_alone_states_no_confidence() -> None:
     assert bs.percentile_interval(1.0, replicates, 0.95, "requests").confidence is None
     assert bs.percentile_interval(1.0, replicates, 0.95, "items").confidence == 0.95
     assert bs.percentile_interval(1.0, np.array([np.nan, np.nan, 1.0]), 0.95, "items").low is None
+
+
+def test_a_cell_measured_at_synthetic_acceptance_is_never_decided_on() -> None:
+    """A calibration cell (``synthetic_acceptance``) adds no decision, policy or verdict; the notes count it."""
+    sweep = bracketed(demand(2000), rate, end, {"draft-k2": lambda i: rate(i) * 2, "draft-k4": rate})
+    before = sweep.analyse(history=HISTORY)
+    cand = next(c for c in sweep.cells if c.identity.arm == "draft-k2")
+    synthetic = cand.identity.model_copy(update={"synthetic": True, "arm": "draft-k2", "repeat": 1})
+    sweep.add(synthetic, rate(synthetic) * 9.0, "draft-k2/synthetic")
+    after = sweep.analyse(history=HISTORY)
+    assert [(d.slice, d.verdict, d.reason_code) for d in after.decisions] == [
+        (d.slice, d.verdict, d.reason_code) for d in before.decisions]
+    same = one(after.decisions, prompt_class=synthetic.prompt_class).comparison
+    assert same is not None and same.candidate_runs == 1  # the 9x synthetic run is not a candidate run
+    assert after.synthetic_cells == [synthetic.label] and "SYNTHETIC" in synthetic.label
+    assert any("synthetic acceptance" in note for note in after.notes)

@@ -6,9 +6,10 @@ budget (issue 32, "Plans that hold"), on the commands a user runs.
 
 Plans (a fresh results dir, then calibrated on what it measured):
 
-1. ``specfleet plan CONFIG --json`` in an empty results dir (the prior), then the sweep it plans
-   (``specfleet sweep CONFIG``): the error of the prior;
-2. ``specfleet plan CONFIG --from FIRST --json``, then a second sweep: the calibrated error.
+1. ``specfleet plan CONFIG --json`` in an empty results dir (the prior, with whatever server
+   start-ups this machine has recorded), then the sweep it plans (``specfleet sweep CONFIG``);
+2. the prior again in another empty results dir (now with the first sweep's start-ups recorded)
+   and ``specfleet plan CONFIG --from FIRST --json`` (calibrated), then a second sweep: both errors.
 
 Budgets, flow wall time (the sweep's ``wall_s``, from the flow's start, as the budget counts):
 each ``--budget`` once in its own fresh results dir (the prior) and ``--calibrated-runs`` times in
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from specfleet.contract.durations import parse_duration_s
@@ -80,6 +81,8 @@ def specfleet(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def plan_s(config: Path, results_dir: Path, calibrated_on: str | None) -> tuple[float, str]:
+    """The plan's predicted wall time and its basis (with the start-up note where the prior read
+    recorded start-ups)."""
     args = ["plan", str(config), "--results-dir", str(results_dir), "--json"]
     if calibrated_on is not None:
         args += ["--from", calibrated_on]
@@ -87,7 +90,8 @@ def plan_s(config: Path, results_dir: Path, calibrated_on: str | None) -> tuple[
     if done.returncode != 0:
         raise SystemExit(f"specfleet plan exited {done.returncode}: {done.stderr.strip()}")
     plan = json.loads(done.stdout)
-    return float(plan["wall_s"]), str(plan["basis"])
+    startups = [n for n in plan["notes"] if n.startswith("server start-up")]
+    return float(plan["wall_s"]), str(plan["basis"]) + (f"; {startups[0]}" if startups else "")
 
 
 def newest_sweep(results_dir: Path, config_name: str, before: set[str]) -> str | None:
@@ -156,9 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         predicted, basis = plan_s(config, plans_dir, None)
         first = run_sweep("plan, prior (fresh results dir)", config, plans_dir, name)
         runs.append(_planned(first, predicted, basis))
+        prior_again, prior_basis = plan_s(config, (args.work / "prior-again").resolve(), None)
         predicted, basis = plan_s(config, plans_dir, first.sweep_id)
         second = run_sweep(f"plan, calibrated on {first.sweep_id}", config, plans_dir, name)
         runs.append(_planned(second, predicted, basis))
+        runs.append(_planned(replace(second, label="plan, prior (fresh results dir) after the first sweep"),
+                             prior_again, prior_basis))
     for budget in [b.strip() for b in args.budgets.split(",") if b.strip()]:
         runs.append(run_sweep(f"--budget {budget}, fresh results dir (prior)", config,
                               (args.work / f"fresh-{budget}").resolve(), name, budget))
@@ -166,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.append(run_sweep(f"--budget {budget}, calibrated ({i + 1})", config, plans_dir, name, budget))
     out = table(runs)
     print("\n" + out)
+    for r in runs:
+        if r.basis:
+            print(f"{r.label}: {r.basis}")
     budgeted = [r for r in runs if r.budget_s is not None]
     over = sum(bool(r.overran) for r in budgeted)
     print(f"\nbudgeted sweeps past their budget plus one cell: {over} of {len(budgeted)}")

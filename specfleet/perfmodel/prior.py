@@ -208,26 +208,36 @@ def geometric_tokens_per_step(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def batch1_speedup(step_base: LinearStep, step_spec: LinearStep, alpha: float, k: int, context_tokens: float) -> float:
-    """Decode speedup at batch size 1: tokens per step over the speculative step's cost ratio."""
-    base = step_base(1.0, 0.0, context_tokens, 0.0)
-    spec = step_spec(1.0, 0.0, context_tokens, float(k))
+def batch_speedup(step_base: LinearStep, step_spec: LinearStep, alpha: float, k: int, context_tokens: float,
+                  batch: float) -> float:
+    """Decode speedup at a steady ``batch`` of sequences, each attending ``context_tokens``: tokens per
+    step over the speculative step's cost ratio (every sequence drafts k tokens)."""
+    base = step_base(batch, 0.0, batch * context_tokens, 0.0)
+    spec = step_spec(batch, 0.0, batch * context_tokens, batch * float(k))
     return geometric_tokens_per_step(alpha, k) * base / spec
 
 
+def batch1_speedup(step_base: LinearStep, step_spec: LinearStep, alpha: float, k: int, context_tokens: float) -> float:
+    """Decode speedup at batch size 1."""
+    return batch_speedup(step_base, step_spec, alpha, k, context_tokens, 1.0)
+
+
 def acceptance_needed(step_base: LinearStep, steps: Mapping[int, LinearStep], speedup: float,
-                      context_tokens: float) -> tuple[int, float] | None:
+                      context_tokens: float, batch: float = 1.0) -> tuple[int, float] | None:
     """The smallest constant per-position acceptance at which the prior reaches ``speedup`` at
-    batch 1, over the k in ``steps``, with the k that needs it; None when no k can (the
+    ``batch``, over the k in ``steps``, with the k that needs it; None when no k can (the
     speedup is above the prior's ceiling, every draft token accepted)."""
     best: tuple[int, float] | None = None
     for k, spec in sorted(steps.items()):
-        if batch1_speedup(step_base, spec, 1.0, k, context_tokens) < speedup:
+        def at(alpha: float, k: int = k, spec: LinearStep = spec) -> float:
+            return batch_speedup(step_base, spec, alpha, k, context_tokens, batch)
+
+        if at(1.0) < speedup:
             continue
         low, high = 0.0, 1.0
         for _ in range(50):
             mid = (low + high) / 2
-            low, high = (mid, high) if batch1_speedup(step_base, spec, mid, k, context_tokens) < speedup else (low, mid)
+            low, high = (mid, high) if at(mid) < speedup else (low, mid)
         if best is None or high < best[1]:
             best = (k, high)
     return best

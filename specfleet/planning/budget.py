@@ -45,8 +45,7 @@ class CellBudget:
     only if its twin fits too (the reserve then holds it; ``reserve_s`` holds those measured before)."""
     blocked: Mapping[str, str] = field(default_factory=dict)
     """Per cell key, why it may not start whatever the clock says: a speculative cell whose opening
-    baseline cell (same class, load and sampling) was not measured could only be decided
-    ``baseline_not_usable``."""
+    baseline cell (same class, load and sampling) was not measured (``unbaselined``)."""
 
 
 class NotMeasured(RecordModel):
@@ -136,7 +135,8 @@ BLOCKED_NO_BASELINE = ("its opening baseline cell (same class, load and sampling
 
 def unbaselined(pending: Iterable[tuple[CellIdentity, str]], measured: Iterable[CellIdentity]) -> dict[str, str]:
     """Keys of the ``pending`` speculative cells whose configuration (class, load, sampling) has no
-    measured opening baseline cell, each with why it may not start."""
+    measured opening baseline cell, each with why it may not start. One measured but not usable
+    (a saturated client) does not block: its closing twin still runs and can be the baseline."""
     opened = {(i.prompt_class, i.load_mode, i.load_value, i.sampling) for i in measured
               if i.method == "baseline" and i.phase == "main"}
     return {key: BLOCKED_NO_BASELINE for ident, key in pending if ident.method != "baseline"

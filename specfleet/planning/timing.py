@@ -2,6 +2,7 @@
 model's cold-start prior, and a model calibrated on a stored sweep with that sweep's own
 start-up and probe records."""
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,6 +34,8 @@ class PriorTiming:
     """The accelerator's roofline, asked for only when a prior figure is used (on the CPU build it is
     measured: a plan calibrated on a stored sweep that covers every arm never needs it)."""
     prompt_tokens_by_class: Mapping[str, float]
+    recorded_startups_s: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    """Per arm (``ArmPlan.arm``), start-ups of servers of the same models recorded on this machine."""
     basis: str = PRIOR_LABEL
     notes: tuple[str, ...] = (NO_ACCEPTANCE_NOTE,)
     """What the plan should say about these times."""
@@ -57,6 +60,10 @@ class PriorTiming:
         return self.hardware.engine.step_overhead_ms
 
     def startup_s(self, arm: ArmPlan) -> float:
+        """The median recorded start-up of the arm's models on this machine, else the stated default."""
+        recorded = self.recorded_startups_s.get(arm.arm)
+        if recorded:
+            return float(statistics.median(recorded))
         draft = self.drafts.get(arm.spec_name)
         return prior_startup_s([self.target, *([draft] if draft is not None else [])], self.hardware)
 
@@ -67,7 +74,9 @@ class PriorTiming:
         return self.hardware.engine.sweep_overhead_s
 
     def startup_high_s(self, arm: ArmPlan) -> float:
-        return self.startup_s(arm)
+        """The slowest recorded start-up of the arm's models, else the default."""
+        recorded = self.recorded_startups_s.get(arm.arm)
+        return max(recorded) if recorded else self.startup_s(arm)
 
     def after_stages_s(self) -> float:
         return self.sweep_overhead_s()

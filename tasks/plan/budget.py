@@ -70,7 +70,7 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
     noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
     order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
     reserve_s = stage_wall_s(closing, slots(plan.config)[0]) + timing.after_stages_s()
-    usable = (cell.identity for cell in plan.store.cells() if cell.key in complete and cell.usable)
+    measured = (cell.identity for cell in plan.store.cells() if cell.key in complete)
     return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s, twin_s=twin_s,
                       cell_s=cell_s, priority={pending[ident]: float(rank) for rank, ident in enumerate(order)},
-                      server_start_s=start_s, blocked=unbaselined(pending.items(), usable))
+                      server_start_s=start_s, blocked=unbaselined(pending.items(), measured))

@@ -11,13 +11,15 @@ import pytest
 
 from cli.render import print_sweep_summary
 from specfleet.planning.budget import CellBudget, NotMeasured
+from specfleet.planning.estimate import estimate_sweep
+from specfleet.planning.timing import CalibratedTiming
 from specfleet.results import ArmTiming
 from specfleet.results.summary import SweepSummary, run_status
 from tasks.analysis.summary import aggregate
 from tasks.arm.lifecycle import run_arm
 from tasks.cluster.stage import ArmReport
 from tasks.fixtures.build import fixture_architecture
-from tasks.plan.budget import cell_budget
+from tasks.plan.budget import cell_budget, plan_timing, scored_items
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tasks.report.markdown import summary_markdown
 from tests.support.sweep_data import records, store_cell, write_config
@@ -151,3 +153,29 @@ def test_an_arm_left_out_entirely_is_predicted_from_the_newest_earlier_sweep_of_
     for cell in summary.not_measured:  # the sweep itself has no draft cell to fit the arm's step time on
         assert cell.prediction is not None, cell.prediction_note
         assert cell.prediction.calibrated_on == earlier.sweep_id and cell.prediction.predicted
+
+
+def test_a_calibrated_budget_counts_each_cell_at_its_slow_end_and_blocks_cells_without_a_baseline(
+        tmp_path: Path) -> None:
+    """Issue 32: each cell at the step law's upper bound (never below its point prediction), and no
+    speculative cell may start before its configuration's opening baseline was measured."""
+    earlier = _plan(tmp_path)
+    for key, ident in earlier.cells.items():
+        store_cell(earlier.store, earlier.config, ident, key, records(gap_ms=5 if ident.k is None else 4))
+    earlier.store.write_json("summary.json", aggregate(earlier, []))
+    plan = _plan(tmp_path)
+    timing = plan_timing(plan)
+    assert isinstance(timing, CalibratedTiming)
+    scale = timing.cell_high_scale()
+    assert scale >= 1.0
+    point = estimate_sweep(timing, plan.config, scored_items(plan)).cell_seconds()
+    budget = cell_budget(plan, 3600, 1000.0)
+    pending = {key: ident for work in plan.work for ident, key in work.cells}
+    for key, ident in pending.items():
+        assert budget.cell_s[key] == pytest.approx(point[ident] * scale)
+    assert set(budget.blocked) == {key for key, ident in pending.items() if ident.method != "baseline"}
+    for key, ident in pending.items():
+        if ident.arm == "baseline" and ident.phase == "main" and ident.load_value == 1:
+            store_cell(plan.store, plan.config, ident, key, records(gap_ms=5))
+    blocked = cell_budget(plan, 3600, 1000.0).blocked
+    assert {pending[key].load_value for key in blocked} == {2.0}  # c1's baseline is measured now

@@ -1,0 +1,70 @@
+"""Server start-ups recorded on this machine, per engine version and the models a server loads: what
+the plan's prior counts on before any sweep of a config exists (a start-up is mostly the engine's,
+the host's and the models' own; the prior's stated default only where nothing was recorded)."""
+
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from specfleet.contract import ArmPlan, SweepConfig
+from tasks.fixtures.build import default_cache_root
+from tasks.plan.versions import engine_distribution
+
+STARTUPS_DIR = "startups"
+KEEP = 20
+"""The newest start-ups of the same models that count."""
+
+
+def server_models(config: SweepConfig, arm: ArmPlan) -> tuple[str, ...]:
+    """The models an arm's server loads, as the config names them."""
+    draft = (arm.speculative_config or {}).get("model")
+    return (config.models.target.path, *([draft] if isinstance(draft, str) else []))
+
+
+def _path(cache_root: Path | None) -> Path:
+    engine, version = engine_distribution()
+    return (cache_root or default_cache_root()) / STARTUPS_DIR / f"{engine}-{version}.jsonl"
+
+
+def record_startup(models: Sequence[str], startup_s: float, cache_root: Path | None = None) -> None:
+    """Append one start-up (one short line: concurrent servers' appends do not interleave); best
+    effort, never a reason for an arm to fail."""
+    path = _path(cache_root)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"models": list(models), "startup_s": round(startup_s, 3)}) + "\n")
+    except OSError:
+        pass
+
+
+def recorded_startups(models: Sequence[str], cache_root: Path | None = None) -> list[float]:
+    """The newest ``KEEP`` start-ups of servers that loaded exactly ``models`` with this engine version."""
+    try:
+        lines = _path(cache_root).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            if entry.get("models") == list(models) and float(entry["startup_s"]) > 0:
+                found.append(float(entry["startup_s"]))
+        except (ValueError, KeyError, TypeError):  # a torn or foreign line
+            continue
+    return found[-KEEP:]
+
+
+def startup_note(recorded: dict[str, list[float]]) -> str | None:
+    """What the prior says about the start-ups it read, or None without any."""
+    counts = [len(v) for v in recorded.values() if v]
+    if not counts:
+        return None
+    medians = [statistics.median(v) for v in recorded.values() if v]
+
+    def span(low: float, high: float, unit: str = "") -> str:
+        return f"{low:.0f}{unit}" if round(low) == round(high) else f"{low:.0f}-{high:.0f}{unit}"
+
+    return (f"server start-up: the median of up to {KEEP} starts of the same models recorded on this machine "
+            f"({span(min(counts), max(counts))} per arm, {span(min(medians), max(medians), ' s')}), not the default")

@@ -1,0 +1,41 @@
+"""Server start-ups recorded on this machine (``tasks.engine.startups``): the prior's start-up before
+any sweep of a config exists, read per engine version and models, torn lines skipped."""
+
+from pathlib import Path
+
+from specfleet.contract import arm_plans
+from specfleet.planning.timing import PriorTiming
+from tasks.engine.startups import KEEP, _path, record_startup, recorded_startups, server_models, startup_note
+from tasks.plan.config import load_sweep_config
+from tasks.plan.estimate import prior_timing
+
+ROOT = Path(__file__).resolve().parents[4]
+DEMO = ROOT / "configs" / "demo-cpu.yaml"
+
+
+def test_start_ups_are_read_back_per_models_newest_first_kept(tmp_path: Path) -> None:
+    for seconds in range(1, KEEP + 6):
+        record_startup(("fixture:target",), float(seconds), tmp_path)
+    record_startup(("fixture:target", "fixture:draft"), 99.0, tmp_path)
+    with _path(tmp_path).open("a", encoding="utf-8") as out:
+        out.write('{"models": ["fixture:target"], "startup_s": \n')  # a torn line
+    assert recorded_startups(("fixture:target",), tmp_path) == [float(s) for s in range(6, KEEP + 6)]
+    assert recorded_startups(("fixture:target", "fixture:draft"), tmp_path) == [99.0]
+    assert recorded_startups(("other",), tmp_path) == []
+    assert recorded_startups(("fixture:target",), tmp_path / "nowhere") == []
+
+
+def test_the_prior_counts_the_recorded_median_and_the_slowest_for_a_budget(tmp_path: Path) -> None:
+    config = load_sweep_config(DEMO)
+    base, draft = arm_plans(config)[:2]
+    assert server_models(config, base) == ("fixture:target",)
+    assert server_models(config, draft) == ("fixture:target", "fixture:draft")
+    default = prior_timing(config, DEMO.parent)
+    timing = PriorTiming(target=default.target, drafts=default.drafts, roofline=default.roofline,
+                         prompt_tokens_by_class=default.prompt_tokens_by_class,
+                         recorded_startups_s={base.arm: [20.0, 24.0, 40.0]})
+    assert timing.startup_s(base) == 24.0 and timing.startup_high_s(base) == 40.0
+    assert timing.startup_s(draft) == timing.startup_high_s(draft) > 0  # nothing recorded: the stated default
+    note = startup_note({base.arm: [20.0, 24.0, 40.0], draft.arm: []})
+    assert note is not None and "recorded on this machine" in note and "(3 per arm, 24 s)" in note
+    assert startup_note({}) is None

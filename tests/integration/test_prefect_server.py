@@ -52,7 +52,8 @@ OPENING_SLACK_S = 28
 from the flow's start (planning, Ray) to the opening baseline's first check, less than the opening
 stage takes in all. On the 2-core development machine the first check came 9.5 s after the flow
 started and the stage ended after 38.7 s (a test server starts in about 28 s; the prior predicts
-55 s for each server, so the ngram arm is short by about 11 s at the end of the opening stage)."""
+each server's start from the starts recorded on this machine, 55 s where none was, so the ngram arm
+no longer fits at the end of the opening stage)."""
 NGRAM = "ngram-k3 / code / c1 / greedy / r0"
 BRACKET = {"baseline / code / c1 / greedy / r0", "baseline / code / c1 / greedy / r0-end"}
 RUN_TIMEOUT_S = 600.0

@@ -16,6 +16,7 @@ from benchmarks.model_accuracy import (
     FitSubset,
     Measured,
     Point,
+    SyntheticCells,
     closed_form,
     evaluate,
     goal_met,
@@ -27,7 +28,8 @@ from benchmarks.model_accuracy import (
     parse_sweep_id,
     report,
 )
-from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
+from specfleet.contract import ArmSpec, CellIdentity, SweepConfig, parse_sweep_config
+from specfleet.contract.arms import SyntheticAcceptance
 from specfleet.errors import InputError
 from specfleet.perfmodel.accuracy import Score
 from specfleet.results import CellResult
@@ -241,8 +243,7 @@ hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s
 """
 
 
-def test_end_to_end_on_a_synthetic_engine(tmp_path: Path) -> None:
-    config = parse_sweep_config(SYNTHETIC, "synthetic.yaml")
+def _dense(config: SweepConfig) -> tuple[list[CellResult], dict[str, list[RequestRecord]]]:
     cells: list[CellResult] = []
     records: dict[str, list[RequestRecord]] = {}
     plan = [(None, c) for c in (1, 2, 4)] + [(k, c) for k in (1, 2, 3, 4) for c in (1, 2, 4)]
@@ -250,6 +251,12 @@ def test_end_to_end_on_a_synthetic_engine(tmp_path: Path) -> None:
         cell, reqs = _engine_cell(config, k, c, seed)
         cells.append(cell)
         records[cell.key] = reqs
+    return cells, records
+
+
+def test_end_to_end_on_a_synthetic_engine(tmp_path: Path) -> None:
+    config = parse_sweep_config(SYNTHETIC, "synthetic.yaml")
+    cells, records = _dense(config)
     assert report("synthetic", tmp_path, config, cells, records, parse_fit("1,4", None), 64,
                   Console(width=200, file=io.StringIO()), resamples=10) == 0
     out = json.loads((tmp_path / "model_accuracy.json").read_text())
@@ -263,3 +270,29 @@ def test_end_to_end_on_a_synthetic_engine(tmp_path: Path) -> None:
     assert set(figures) == {"tpot_p50", "output_tokens_per_s", "qualified_tokens_per_s", "sign", "sign_undecided",
                             "crossover", "best_k"}
     assert "| MAPE of TPOT p50 |" in out["table_markdown"]
+
+
+def test_synthetic_cells_are_fit_inputs_and_never_scored(tmp_path: Path) -> None:
+    config = parse_sweep_config(SYNTHETIC, "synthetic.yaml")
+    cells, records = _dense(config)
+    arm = ArmSpec(name="syn", method="draft_model", k=[1, 3],
+                  synthetic_acceptance=SyntheticAcceptance(acceptance_rates=[0.5, 0.3, 0.2]))
+    syn_cells, syn_records = [], {}
+    for seed, (k, c) in enumerate([(1, 1), (3, 1), (1, 4), (3, 4)], start=100):
+        reqs, stats = run_engine(TrueLaw().at("draft_model", k), c, 24, (40, 90, 60, 150), (40, 28, 36, 24), k=k,
+                                 reach=(0.5, 0.3, 0.2), seed=seed)
+        ident = CellIdentity(arm=f"syn-k{k}", method="draft_model", k=k, load_mode="concurrency",
+                             load_value=float(c), prompt_class="code", sampling="greedy", repeat=0, synthetic=True)
+        cell = engine_cell(ident, f"syn-k{k}-c{c}", reqs, stats, config.slo)
+        syn_cells.append(cell)
+        syn_records[cell.key] = reqs
+    synthetic = SyntheticCells("syn-sweep", (arm,), tuple(syn_cells), syn_records)
+    assert report("synthetic", tmp_path, config, cells, records, parse_fit("1,4", None), 64,
+                  Console(width=200, file=io.StringIO()), resamples=10, synthetic=synthetic) == 0
+    out = json.loads((tmp_path / "model_accuracy.json").read_text())
+    assert out["synthetic_sweep"] == "syn-sweep" and "4 SYNTHETIC cells of syn-sweep" in out["fit"]
+    assert out["held_out_configurations"] == 9  # the synthetic cells add inputs, never scored points
+    assert out["figures"]["output_tokens_per_s"]["model"]["value"] < 0.10
+    clash = SyntheticCells("x", (config.arms[1],), (), {})
+    with pytest.raises(InputError, match="in both sweeps"):
+        clash.joined(config)

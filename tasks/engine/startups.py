@@ -1,10 +1,13 @@
-"""Server start-ups recorded on this machine, per engine version and the models a server loads: what
+"""Server start-ups recorded on this machine, per engine version, the models a server loads and the
+engine settings that change its start (extra arguments such as ``--enforce-eager``, environment): what
 the plan's prior counts on before any sweep of a config exists (a start-up is mostly the engine's,
 the host's and the models' own; the prior's stated default only where nothing was recorded)."""
 
+import functools
+import hashlib
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from specfleet.contract import ArmPlan, SweepConfig
@@ -17,9 +20,14 @@ KEEP = 20
 
 
 def server_models(config: SweepConfig, arm: ArmPlan) -> tuple[str, ...]:
-    """The models an arm's server loads, as the config names them."""
+    """What a recorded start-up is matched on: the models an arm's server loads, as the config names
+    them, then its engine settings (extra arguments and environment, the arm's over the engine's)."""
     draft = (arm.speculative_config or {}).get("model")
-    return (config.models.target.path, *([draft] if isinstance(draft, str) else []))
+    env = {**config.engine.env, **arm.env}
+    settings = json.dumps([config.engine.extra_args, sorted(env.items())])
+    # hashed: an argument or a variable may hold a credential, which never reaches a file
+    digest = hashlib.sha256(settings.encode()).hexdigest()[:16]
+    return (config.models.target.path, *([draft] if isinstance(draft, str) else []), f"settings:{digest}")
 
 
 def _path(cache_root: Path | None) -> Path:
@@ -39,12 +47,15 @@ def record_startup(models: Sequence[str], startup_s: float, cache_root: Path | N
         pass
 
 
-def recorded_startups(models: Sequence[str], cache_root: Path | None = None) -> list[float]:
-    """The newest ``KEEP`` start-ups of servers that loaded exactly ``models`` with this engine version."""
+@functools.lru_cache(maxsize=64)
+def recorded_startups(models: tuple[str, ...], cache_root: Path | None = None) -> tuple[float, ...]:
+    """The newest ``KEEP`` start-ups of servers that loaded exactly ``models`` with this engine version.
+    Read once per process: a sweep's budget keeps the start-ups it was planned with, so a later stage's
+    plan does not shift under it when the sweep's own servers record theirs."""
     try:
         lines = _path(cache_root).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return []
+        return ()
     found = []
     for line in lines:
         try:
@@ -53,10 +64,10 @@ def recorded_startups(models: Sequence[str], cache_root: Path | None = None) -> 
                 found.append(float(entry["startup_s"]))
         except (ValueError, KeyError, TypeError):  # a torn or foreign line
             continue
-    return found[-KEEP:]
+    return tuple(found[-KEEP:])
 
 
-def startup_note(recorded: dict[str, list[float]]) -> str | None:
+def startup_note(recorded: Mapping[str, Sequence[float]]) -> str | None:
     """What the prior says about the start-ups it read, or None without any."""
     counts = [len(v) for v in recorded.values() if v]
     if not counts:

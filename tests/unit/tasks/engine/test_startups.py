@@ -19,17 +19,23 @@ def test_start_ups_are_read_back_per_models_newest_first_kept(tmp_path: Path) ->
     record_startup(("fixture:target", "fixture:draft"), 99.0, tmp_path)
     with _path(tmp_path).open("a", encoding="utf-8") as out:
         out.write('{"models": ["fixture:target"], "startup_s": \n')  # a torn line
-    assert recorded_startups(("fixture:target",), tmp_path) == [float(s) for s in range(6, KEEP + 6)]
-    assert recorded_startups(("fixture:target", "fixture:draft"), tmp_path) == [99.0]
-    assert recorded_startups(("other",), tmp_path) == []
-    assert recorded_startups(("fixture:target",), tmp_path / "nowhere") == []
+    assert recorded_startups(("fixture:target",), tmp_path) == tuple(float(s) for s in range(6, KEEP + 6))
+    assert recorded_startups(("fixture:target", "fixture:draft"), tmp_path) == (99.0,)
+    assert recorded_startups(("other",), tmp_path) == ()
+    assert recorded_startups(("fixture:target",), tmp_path / "nowhere") == ()
+    record_startup(("fixture:target",), 500.0, tmp_path)  # a start recorded later in the same process
+    assert 500.0 not in recorded_startups(("fixture:target",), tmp_path)  # the plan's snapshot holds
 
 
 def test_the_prior_counts_the_recorded_median_and_the_slowest_for_a_budget(tmp_path: Path) -> None:
     config = load_sweep_config(DEMO)
     base, draft = arm_plans(config)[:2]
-    assert server_models(config, base) == ("fixture:target",)
-    assert server_models(config, draft) == ("fixture:target", "fixture:draft")
+    assert server_models(config, base)[0] == "fixture:target" and server_models(config, base)[1].startswith("settings:")
+    assert server_models(config, draft)[:2] == ("fixture:target", "fixture:draft")
+    eager = config.model_copy(update={"engine": config.engine.model_copy(update={"extra_args": ["--enforce-eager"]})})
+    assert server_models(eager, base) != server_models(config, base)  # another start-up, recorded apart
+    secret = config.model_copy(update={"engine": config.engine.model_copy(update={"env": {"HF_TOKEN": "hf_s3cr3t"}})})
+    assert "hf_s3cr3t" not in "".join(server_models(secret, base))
     default = prior_timing(config, DEMO.parent)
     timing = PriorTiming(target=default.target, drafts=default.drafts, roofline=default.roofline,
                          prompt_tokens_by_class=default.prompt_tokens_by_class,

@@ -16,6 +16,7 @@ published curves").
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from specfleet.economics.theory import implied_alpha
 from specfleet.perfmodel.architectures import KNOWN_CONFIGS
 from specfleet.perfmodel.prior import (
     ACCELERATORS,
@@ -25,7 +26,6 @@ from specfleet.perfmodel.prior import (
     Roofline,
     acceptance_needed,
     batch_speedup,
-    geometric_tokens_per_step,
     prior_step,
     shape_from_hf_config,
 )
@@ -117,15 +117,6 @@ def _shape(name: str) -> ModelShape:
     return shape_from_hf_config(cfg, str(cfg.get("torch_dtype", "bfloat16")), None, name)
 
 
-def _alpha_for_length(length: float, k: int) -> float:
-    """The constant per-position acceptance whose tokens per verification is ``length``."""
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if geometric_tokens_per_step(mid, k) < length else (low, mid)
-    return high
-
-
 def curve_rows(curve: Curve) -> tuple[str, list[str]]:
     accel = ACCELERATORS[curve.accelerator]
     target = _shape(curve.target)
@@ -136,8 +127,10 @@ def curve_rows(curve: Curve) -> tuple[str, list[str]]:
     spec = prior_step(target, draft, curve.method, curve.k, hw)
     first_batch, first_speedup = curve.points[0]
     if curve.acceptance_length is not None:
-        alpha, how = _alpha_for_length(curve.acceptance_length, curve.k), (
-            f"acceptance from the publication (length {curve.acceptance_length})")
+        alpha = implied_alpha(curve.acceptance_length, curve.k)
+        if alpha is None:
+            return (f"the published acceptance length {curve.acceptance_length} exceeds k + 1 = {curve.k + 1}", [])
+        how = f"acceptance from the publication (length {curve.acceptance_length})"
     else:
         found = acceptance_needed(base, {curve.k: spec}, first_speedup, curve.context_tokens, first_batch)
         if found is None:

@@ -29,7 +29,7 @@ from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
 from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
-from tasks.engine.startups import record_startup, server_models
+from tasks.engine.startups import record_startup, startup_key
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for, run_async
 from tasks.plan.versions import engine_distribution
 from tasks.store.results import ResultsStore, probe_file
@@ -251,7 +251,7 @@ class _ArmRun:
             life = f"{self.log_path.stem}@{datetime.now(UTC).isoformat(timespec='seconds')}"
             phases["startup_s"] += server.startup_s or 0.0
             if server.startup_s:
-                record_startup(server_models(config, arm), server.startup_s)
+                record_startup(startup_key(config, arm), server.startup_s)
             endpoint = server.endpoint(SERVED_MODEL_NAME)
             if probe or scored_sets is not None:
                 t0 = time.monotonic()

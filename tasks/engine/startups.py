@@ -19,7 +19,7 @@ KEEP = 20
 """The newest start-ups of the same models that count."""
 
 
-def server_models(config: SweepConfig, arm: ArmPlan) -> tuple[str, ...]:
+def startup_key(config: SweepConfig, arm: ArmPlan) -> tuple[str, ...]:
     """What a recorded start-up is matched on: the models an arm's server loads, as the config names
     them, then its engine settings (extra arguments and environment, the arm's over the engine's)."""
     draft = (arm.speculative_config or {}).get("model")

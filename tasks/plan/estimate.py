@@ -26,7 +26,7 @@ from specfleet.planning.estimate import SweepTimes, estimate_sweep, stage_wall_s
 from specfleet.planning.replicas import slots
 from specfleet.planning.timing import ArmRecord, CalibratedTiming, PriorTiming
 from specfleet.results.summary import SweepSummary
-from tasks.engine.startups import recorded_startups, server_models, startup_note
+from tasks.engine.startups import recorded_startups, startup_key, startup_note
 from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir
@@ -144,7 +144,7 @@ def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
             raise InputError(f"arm {arm.spec_name}: the plan's prior needs the draft model's config.json ({name!r})")
         drafts[arm.spec_name] = shape
     prompt_tokens, notes = _prompt_tokens(config, base_dir)
-    startups = {arm.arm: recorded_startups(server_models(config, arm)) for arm in arm_plans(config)}
+    startups = {arm.arm: recorded_startups(startup_key(config, arm)) for arm in arm_plans(config)}
     note = startup_note(startups)
     return PriorTiming(target=target, drafts=drafts, roofline=lambda: roofline(config),
                        prompt_tokens_by_class=prompt_tokens, recorded_startups_s=startups,

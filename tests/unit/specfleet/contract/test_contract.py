@@ -1,12 +1,14 @@
 """The benchmark contract: what validates, what is rejected and how the error reads."""
 
+import json
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specfleet.contract import arm_plans, cell_identities, parse_sweep_config
+from specfleet.contract import CellIdentity, arm_plans, cell_identities, parse_sweep_config
+from specfleet.contract.fingerprint import Fingerprint
 from specfleet.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -129,12 +131,16 @@ def test_a_synthetic_acceptance_arm_passes_vllms_keys_and_is_labelled() -> None:
 
 
 def test_a_real_cell_keeps_its_key_and_label() -> None:
-    """The synthetic flag is left out of a real cell's key, so earlier sweeps' keys hold."""
+    """The synthetic flag is left out of a real cell's key, so earlier sweeps' keys hold: every cell
+    stored by ce4142f (before the flag existed) still has the key its identity gives."""
     config = parse_sweep_config(DEMO, "demo")
     cell = cell_identities(config, arm_plans(config)[1])[0]
     assert not cell.synthetic and "SYNTHETIC" not in cell.label
     assert cell.key("fp") != cell.model_copy(update={"synthetic": True}).key("fp")
-    assert "synthetic" not in cell.model_dump(mode="json", exclude={"synthetic"})
+    stored = ROOT / "tests" / "unit" / "tasks" / "store" / "data" / "demo-ce4142f"
+    digest = Fingerprint.model_validate(json.loads((stored / "sweep.json").read_text())["fingerprint"]).digest
+    cells = [json.loads(path.read_text()) for path in sorted((stored / "cells").glob("*.json"))]
+    assert cells and all(CellIdentity.model_validate(c["identity"]).key(digest) == c["key"] for c in cells)
 
 
 @pytest.mark.parametrize(("setting", "expected"), [

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from specfleet.contract import arm_plans
 from specfleet.planning.timing import PriorTiming
-from tasks.engine.startups import KEEP, _path, record_startup, recorded_startups, server_models, startup_note
+from tasks.engine.startups import KEEP, _path, record_startup, recorded_startups, startup_key, startup_note
 from tasks.plan.config import load_sweep_config
 from tasks.plan.estimate import prior_timing
 
@@ -30,12 +30,12 @@ def test_start_ups_are_read_back_per_models_newest_first_kept(tmp_path: Path) ->
 def test_the_prior_counts_the_recorded_median_and_the_slowest_for_a_budget(tmp_path: Path) -> None:
     config = load_sweep_config(DEMO)
     base, draft = arm_plans(config)[:2]
-    assert server_models(config, base)[0] == "fixture:target" and server_models(config, base)[1].startswith("settings:")
-    assert server_models(config, draft)[:2] == ("fixture:target", "fixture:draft")
+    assert startup_key(config, base)[0] == "fixture:target" and startup_key(config, base)[1].startswith("settings:")
+    assert startup_key(config, draft)[:2] == ("fixture:target", "fixture:draft")
     eager = config.model_copy(update={"engine": config.engine.model_copy(update={"extra_args": ["--enforce-eager"]})})
-    assert server_models(eager, base) != server_models(config, base)  # another start-up, recorded apart
+    assert startup_key(eager, base) != startup_key(config, base)  # another start-up, recorded apart
     secret = config.model_copy(update={"engine": config.engine.model_copy(update={"env": {"HF_TOKEN": "hf_s3cr3t"}})})
-    assert "hf_s3cr3t" not in "".join(server_models(secret, base))
+    assert "hf_s3cr3t" not in "".join(startup_key(secret, base))
     default = prior_timing(config, DEMO.parent)
     timing = PriorTiming(target=default.target, drafts=default.drafts, roofline=default.roofline,
                          prompt_tokens_by_class=default.prompt_tokens_by_class,

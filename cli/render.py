@@ -135,7 +135,13 @@ def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
     negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``.
     ``mlflow_hint``: where the sweep's runs are seen (``cli.sweep.mlflow_ui_hint``)."""
     from tasks.report.headline import MIX_TITLE, grouped_decision_lines, grouped_gate_lines, mix_lines, noise_lines
-    from tasks.report.tables import k_policy_lines, not_measured_line, not_measured_title
+    from tasks.report.tables import (
+        POLICY_COMPARISON_TITLE,
+        k_policy_lines,
+        not_measured_line,
+        not_measured_title,
+        policy_comparison_lines,
+    )
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold lines
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
@@ -153,6 +159,8 @@ def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
         ("k policy (specfleet rule, all prompt classes)",
          [line for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)]),
     ]
+    if summary.policy_comparisons:
+        sections.append((POLICY_COMPARISON_TITLE, policy_comparison_lines(summary.policy_comparisons)))
     if summary.not_measured:
         more = len(summary.not_measured) - NOT_MEASURED_SHOWN
         sections.append((not_measured_title(len(summary.not_measured)),
@@ -176,6 +184,8 @@ def print_answer(summary: "SweepSummary") -> None:
         out.print(f"  {verdict.headline}", markup=False, highlight=False, soft_wrap=True)
     if not summary.mix:
         out.print(f"  {NA}: no verdict at the traffic mix (see the notes above)", markup=False)
+    for compared in summary.policy_comparisons:  # the measured k policy beside the composed one
+        out.print(f"  {compared.line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_next_steps(report_html: "Path", mlflow_hint: str) -> None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
+POLICY_DEMO_CONFIG = REPO_ROOT / "configs" / "demo-policy-cpu.yaml"
 
 ConfigArg = Annotated[Path, typer.Argument(help="Sweep config (YAML).")]
 TrackingUri = Annotated[str | None, typer.Option(
@@ -62,7 +63,8 @@ def sync_json(result: "SyncResult", tracking_uri: str) -> dict[str, Any]:
 
 
 def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path,
-               budget: str | None = None, continue_sweep: bool = False, as_json: bool = False) -> "SweepSummary":
+               budget: str | None = None, continue_sweep: bool = False, as_json: bool = False,
+               policy_from: str | None = None) -> "SweepSummary":
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
     from specfleet.planning.budget import budgeted
@@ -70,7 +72,7 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
     from tasks.fixtures.progress import BuildDisplay
     from tasks.plan.models import resolve_models
     from tasks.plan.preflight import check_inputs
-    from tasks.plan.sweep_plan import check_continue, open_sweep
+    from tasks.plan.sweep_plan import check_continue, check_policy_from, open_sweep
     from tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error(), stdout_to_stderr(as_json):
@@ -79,11 +81,14 @@ def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, resul
             check_continue(results_dir, checked.name, resume)
         if resume is not None:
             open_sweep(results_dir, resume)
+        if policy_from is not None:
+            check_policy_from(results_dir, checked, policy_from, resume, continue_sweep)
         with BuildDisplay() as display:  # a first build's progress reaches this console, not the flow's log
             resolve_models(checked, progress=display)
         announce_embedded_prefect()
         with ctrl_c_stops_the_sweep():
-            summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir), budget, continue_sweep)
+            summary = sweep_flow(str(config), resume, tracking_uri, str(results_dir), budget, continue_sweep,
+                                 policy_from)
     if as_json:
         print_json(sweep_json(summary))
     else:
@@ -124,6 +129,9 @@ def sweep(
     continue_sweep: Annotated[bool, typer.Option(
         "--continue", help="Continue the newest unfinished sweep of CONFIG under --results-dir (a new one when "
         "its fingerprint changed), most decision-relevant cells first.")] = False,
+    policy_from: Annotated[str | None, typer.Option(
+        "--policy-from", help="Sweep id: measure the k policy it chose, each on its own server, beside the baseline "
+        "(a follow-up of the same config and fingerprint; resumable with --resume).")] = None,
     as_json: AsJson = False,
 ) -> None:
     """Measure every arm and cell of CONFIG on real servers and decide where speculation pays.
@@ -131,7 +139,7 @@ def sweep(
     Exit 3 when some cells failed (their results are kept; --resume measures the rest). Cells a
     budget left out are listed as not measured (exit 0; --continue measures them).
     """
-    _exit_for(_run_sweep(config, resume, tracking_uri, results_dir, budget, continue_sweep, as_json))
+    _exit_for(_run_sweep(config, resume, tracking_uri, results_dir, budget, continue_sweep, as_json, policy_from))
 
 
 def revalidate(
@@ -190,14 +198,17 @@ def sync(
     print(f"report: {result.report}")
 
 
-def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("results")) -> None:
+def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("results"),
+         policy: Annotated[bool, typer.Option(
+             "--policy", help="The k-policy demo (configs/demo-policy-cpu.yaml): the draft arm's k policy measured "
+             "on its own server beside its composed verdict.")] = False) -> None:
     """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models,
     then the pilot report."""
     from cli.render import print_answer, print_next_steps
     from cli.report import report
     from tasks.tracking.runs import tracking_uri as resolve_uri
 
-    summary = _run_sweep(DEMO_CONFIG, None, tracking_uri, results_dir)
+    summary = _run_sweep(POLICY_DEMO_CONFIG if policy else DEMO_CONFIG, None, tracking_uri, results_dir)
     report_html = report(summary.sweep_id, results_dir=results_dir, tracking_uri=tracking_uri)
     print_answer(summary)
     print_next_steps(report_html, mlflow_ui_hint(resolve_uri(tracking_uri), summary.config_name))

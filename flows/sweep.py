@@ -4,8 +4,9 @@
    expand the matrix, skip cells already complete (``--resume``, ``--continue``); under a budget,
    predict each cell's time (``tasks.plan.budget.cell_budget``).
 2. Open the sweep's MLflow parent run (the contract as params, the fingerprint as tags).
-3. Measure in three stages of Ray tasks: the baseline, every speculative arm side by side,
-   the baseline again (its end cells put overnight drift into the noise floor).
+3. Measure in stages of Ray tasks: the baseline, every speculative arm side by side, with
+   ``policy.measure`` the k policy each implies on its own server (derived from the cells stored
+   by then), the baseline again (its end cells put overnight drift into the noise floor).
    Each finished arm's cells become MLflow child runs. Under a budget a cell that no longer fits
    is not started (``specfleet.planning.budget``) and is listed as not measured.
 4. Aggregate with the economics core: cost table, decisions, negative cells, k policy;
@@ -21,11 +22,13 @@ from rich.console import Console
 
 from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
 from flows.tracker import SweepTracker
+from specfleet.contract.arms import schedule_text
 from specfleet.results.summary import SweepSummary, run_status
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
 from tasks.cluster.session import ray_session
 from tasks.plan.budget import cell_budget
+from tasks.plan.sweep_plan import POLICY_STAGE
 from tasks.report.markdown import summary_markdown
 from tasks.store.results import atomic_write_text
 from tasks.store.sweep import SUMMARY_FILE, SUMMARY_MARKDOWN
@@ -37,12 +40,13 @@ DEFAULT_RESULTS_DIR = "results"
 @flow(name="specfleet-sweep")
 def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None = None,
                results_dir: str = DEFAULT_RESULTS_DIR, budget: str | None = None,
-               continue_sweep: bool = False) -> SweepSummary:
+               continue_sweep: bool = False, policy_from: str | None = None) -> SweepSummary:
     """Run (or resume, or continue) one sweep; returns its summary. Every cell is stored as it
     finishes; MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing.
-    ``budget`` (``90m``, ``7h``) overrides the config's budget block, counted from the flow's start."""
+    ``budget`` (``90m``, ``7h``) overrides the config's budget block, counted from the flow's start.
+    ``policy_from``: a follow-up measuring that sweep's k policies beside a baseline (``--policy-from``)."""
     started_unix_s = time.time()
-    plan = plan_sweep(Path(config_path), resume, Path(results_dir), budget, continue_sweep)
+    plan = plan_sweep(Path(config_path), resume, Path(results_dir), budget, continue_sweep, policy_from)
     if plan.origin is not None:
         Console().print(plan.origin, markup=False, highlight=False)
     Console().print(f"sweep id: {plan.sweep_id}")
@@ -60,6 +64,11 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         if plan.work:
             with ray_session(plan.config) as resources, CellProgress(plan) as progress:
                 for label, stage in plan.stages():
+                    if label == POLICY_STAGE:
+                        progress.replan(plan)  # its servers were planned as the stage was reached
+                        logger.info("k policy stage: %s", "; ".join(
+                            f"{p.spec_name}: {p.reason or schedule_text(p.policy.schedule)}"
+                            for p in (plan.derived.policies if plan.derived else [])))
                     raise_if_interrupted()  # each stage's budget reserves the twins of the opening cells measured
                     time_budget = None if budget_s is None else cell_budget(plan, budget_s, started_unix_s)
                     done = run_stage(plan, stage, resources, progress, label, time_budget)

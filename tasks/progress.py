@@ -85,6 +85,13 @@ class JobProgress:
         elif line is not None:
             self._print(line)
 
+    def grow(self, total: int) -> None:
+        """More units than planned at the start (a stage planned as the job runs)."""
+        with self._lock:
+            self.total = total
+        if self.bar is not None:
+            self.bar.update(self.task, total=total)
+
     def log_line(self, line: str) -> None:
         """A line with the job's elapsed and remaining time, in a terminal and in a log."""
         self._print(line)

@@ -1,16 +1,51 @@
 """Arms: the baseline and the speculation methods swept over k (vLLM ``speculative_config``)."""
 
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, PositiveInt, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
+from pydantic import Field, JsonValue, PositiveInt, model_validator
 
 from specfleet.contract.base import ContractModel
 
 SpecMethod = Literal["draft_model", "ngram", "eagle", "eagle3", "mtp", "suffix"]
 Method = Literal["baseline", "draft_model", "ngram", "eagle", "eagle3", "mtp", "suffix"]
-ScalarValue = StrictBool | StrictInt | StrictFloat | StrictStr
+KSchedule = tuple[tuple[int, int, int], ...]
+"""vLLM's ``num_speculative_tokens_per_batch_size``: inclusive (first batch, last batch, k) ranges
+(a tuple: a cell's identity holds it and is hashed)."""
 
 METHODS_NEEDING_MODEL: frozenset[str] = frozenset({"draft_model", "eagle", "eagle3"})
+SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+ADAPTIVE_VERIFICATION_KEY = "enable_adaptive_verification"
+SET_BY_ARM = {"method": "method", "num_speculative_tokens": "k", "model": "model",
+              "prompt_lookup_min": "prompt_lookup_min", "prompt_lookup_max": "prompt_lookup_max"}
+"""speculative_config keys an arm sets with its own fields: in speculative_extra they would
+silently override the matrix."""
+
+
+def parse_schedule(value: object) -> KSchedule:
+    """A k schedule as vLLM reads it: a non-empty list of [first, last, k], first from 1, ranges in
+    order; a ``ValueError`` saying what is wrong."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{SCHEDULE_KEY} must be a non-empty list of [first batch, last batch, k] (got {value!r})")
+    ranges: list[tuple[int, int, int]] = []
+    for entry in value:
+        if (not isinstance(entry, list | tuple) or len(entry) != 3
+                or not all(isinstance(n, int) and not isinstance(n, bool) for n in entry)):
+            raise ValueError(f"{SCHEDULE_KEY}: each entry is [first batch, last batch, k] integers (got {entry!r})")
+        first, last, k = entry
+        if first < 1 or last < first or k < 0 or (ranges and first <= ranges[-1][1]):
+            raise ValueError(f"{SCHEDULE_KEY}: {list(entry)} must start at 1 or after the range before, end at or "
+                             "after its start, with k >= 0")
+        ranges.append((first, last, k))
+    if ranges[0][0] != 1:
+        raise ValueError(f"{SCHEDULE_KEY}: the first range must start at batch 1 (got {ranges[0][0]})")
+    return tuple(ranges)
+
+
+def schedule_text(schedule: Sequence[tuple[int, int, int]]) -> str:
+    """``k 4 at batch 1, 2 at 2-4, 0 at 5-16``: how every output writes a k schedule."""
+    parts = [f"{k} at {first}" if first == last else f"{k} at {first}-{last}" for first, last, k in schedule]
+    return "k " + ", ".join(parts).replace(" at ", " at batch ", 1)
 
 
 class SyntheticAcceptance(ContractModel):
@@ -55,14 +90,30 @@ class ArmSpec(ContractModel):
     model: str | None = Field(None, description="Draft or speculator path; defaults to models.draft.")
     prompt_lookup_min: PositiveInt | None = None
     prompt_lookup_max: PositiveInt | None = None
-    speculative_extra: dict[str, ScalarValue] = Field(
-        default_factory=dict, description="Further speculative_config keys, passed through."
-    )
+    speculative_extra: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Further speculative_config keys, passed through as given (lists and "
+        "mappings too); checked against the installed engine's SpeculativeConfig before any server starts. With "
+        f"{SCHEDULE_KEY} the arm's k may be left out: it is the schedule's largest.")
     env: dict[str, str] = Field(
         default_factory=dict, description="Server environment for this arm only."
     )
     synthetic_acceptance: SyntheticAcceptance | None = Field(
         None, description="Calibration only: the engine accepts drafts at this rate (SYNTHETIC, never decided on).")
+    policy_of: str | None = Field(
+        None, description="Set by the sweep, never in a config file: the arm whose derived k policy this arm runs "
+        "(policy.measure). Its cells are measured at the policy's sampling and the traffic mix's loads only.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _k_from_schedule(cls, data: object) -> object:
+        """An arm with a k schedule and no k list runs at the schedule's largest k."""
+        if isinstance(data, dict) and not data.get("k") and isinstance(data.get("speculative_extra"), dict):
+            schedule = data["speculative_extra"].get(SCHEDULE_KEY)
+            if isinstance(schedule, list) and schedule and all(isinstance(e, list) and len(e) == 3 for e in schedule):
+                largest = max(e[2] for e in schedule)
+                if isinstance(largest, int) and largest > 0:
+                    return {**data, "k": [largest]}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> "ArmSpec":
@@ -75,6 +126,15 @@ class ArmSpec(ContractModel):
             return self
         if not self.k:
             raise ValueError(f"arm {self.name!r} ({self.method}) needs a non-empty k list")
+        set_by_arm = sorted(set(SET_BY_ARM) & set(self.speculative_extra))
+        if set_by_arm:
+            raise ValueError(f"arm {self.name!r}: speculative_extra.{set_by_arm[0]} is the arm's own "
+                             f"{SET_BY_ARM[set_by_arm[0]]}: set it there")
+        if SCHEDULE_KEY in self.speculative_extra:
+            largest = max(k for *_, k in parse_schedule(self.speculative_extra[SCHEDULE_KEY]))
+            if any(k < largest for k in self.k):
+                raise ValueError(f"arm {self.name!r}: k {self.k} is below its {SCHEDULE_KEY}'s largest k {largest} "
+                                 "(vLLM caps the schedule at k)")
         if len(set(self.k)) != len(self.k):
             raise ValueError(f"arm {self.name!r} repeats a k value: {self.k}")
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
@@ -82,6 +142,8 @@ class ArmSpec(ContractModel):
             raise ValueError("prompt_lookup_min/max apply to the ngram method only")
         if lo and hi and lo > hi:
             raise ValueError(f"prompt_lookup_min {lo} exceeds prompt_lookup_max {hi}")
+        if self.policy_of is not None and self.schedule is None:
+            raise ValueError(f"arm {self.name!r}: a measured k policy runs a {SCHEDULE_KEY}")
         synthetic = self.synthetic_acceptance
         if synthetic is not None:
             if synthetic.acceptance_rates is not None and len(synthetic.acceptance_rates) < max(self.k):
@@ -100,6 +162,22 @@ class ArmSpec(ContractModel):
     @property
     def synthetic(self) -> bool:
         return self.synthetic_acceptance is not None
+
+    @property
+    def schedule(self) -> KSchedule | None:
+        """The k per running batch size the arm sets itself, None at a fixed k."""
+        value = self.speculative_extra.get(SCHEDULE_KEY)
+        return None if value is None else parse_schedule(value)
+
+    @property
+    def adaptive_verification(self) -> bool:
+        return self.speculative_extra.get(ADAPTIVE_VERIFICATION_KEY) is True
+
+    @property
+    def adaptive(self) -> bool:
+        """The engine changes what the arm proposes or verifies as it runs: its cells are no fixed-k
+        measurement (no k policy, no step-law fit reads them)."""
+        return self.schedule is not None or self.adaptive_verification
 
 
 def speculative_config(arm: ArmSpec, k: int, default_model: str | None) -> dict[str, object] | None:

@@ -7,6 +7,7 @@ from specfleet.contract.base import ContractModel
 from specfleet.contract.budget import BudgetSpec
 from specfleet.contract.checks import AnalysisSpec, EquivalenceSpec
 from specfleet.contract.models import EngineSpec, HardwareSpec, ModelsSpec
+from specfleet.contract.policy import PolicySpec
 from specfleet.contract.traffic import TrafficSpec, check_traffic
 from specfleet.contract.workload import LoadSpec, PromptClassSpec, SamplingSpec, SLOSpec
 
@@ -34,6 +35,9 @@ class SweepConfig(ContractModel):
         None, description="Run within a wall-clock budget (specfleet sweep --budget overrides it); unset: every "
         "cell is measured, however long it takes."
     )
+    policy: PolicySpec | None = Field(
+        None, description="Measure the k policy the sweep derives on its own server; unset: the policy's verdict is "
+        "composed from the fixed-k cells only.")
 
     @field_validator("traffic")
     @classmethod
@@ -57,6 +61,12 @@ class SweepConfig(ContractModel):
         probe = self.equivalence.prompt_class
         if probe is not None and probe not in {p.name for p in self.prompt_classes}:
             raise ValueError(f"equivalence.prompt_class {probe!r} is not a prompt class")
+        if self.policy is not None and self.policy.measure:
+            if not self.load.concurrency:
+                raise ValueError("policy.measure needs load.concurrency: a k policy is chosen per concurrency level")
+            wanted = self.policy.sampling
+            if wanted is not None and wanted not in {s.name for s in self.sampling}:
+                raise ValueError(f"policy.sampling {wanted!r} is not a sampling of the config")
         tp, per_replica = self.hardware.tensor_parallel_size, self.hardware.accelerators_per_replica
         if tp > per_replica:
             raise ValueError(f"tensor_parallel_size {tp} exceeds accelerators_per_replica {per_replica}")
@@ -65,6 +75,15 @@ class SweepConfig(ContractModel):
     @property
     def baseline(self) -> ArmSpec:
         return next(a for a in self.arms if a.method == "baseline")
+
+    @property
+    def measures_policy(self) -> bool:
+        return self.policy is not None and self.policy.measure
+
+    @property
+    def policy_sampling(self) -> str:
+        """The sampling whose k policy a measured policy arm runs."""
+        return (self.policy.sampling if self.policy is not None else None) or self.sampling[0].name
 
 
 def _unique(field: str, names: list[str]) -> None:

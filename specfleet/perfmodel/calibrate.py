@@ -174,7 +174,8 @@ def calibrate(
     used: list[_Cell] = []
     for cell in cells:
         ident = cell.identity
-        if not cell.usable or ident.arm not in plans or (keep is not None and not keep(ident)):
+        if (not cell.usable or ident.arm not in plans or ident.adaptive  # not one fixed k: no step-law input
+                or (keep is not None and not keep(ident))):
             continue
         reqs = [r for r in records.get(cell.key, []) if r.ok]
         if any(r.chunk_ns for r in reqs):

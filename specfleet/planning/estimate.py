@@ -24,7 +24,7 @@ from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, ce
 from specfleet.contract.base import RecordModel
 from specfleet.perfmodel.step_time import LinearStep
 from specfleet.planning.prediction import PREDICTED_LABEL
-from specfleet.planning.replicas import replica_shares, slots
+from specfleet.planning.replicas import baseline_replicas, replica_shares, slots
 from specfleet.stats.equivalence import planned_samples_per_prompt
 
 DEFAULT_MAX_NUM_SEQS = 256
@@ -247,11 +247,10 @@ def arm_estimates(timing: Timing, config: SweepConfig, scored_items: Mapping[str
     phases: list[tuple[ArmPlan, Stage, Literal["main", "baseline_end"]]] = [
         (arms[0], "opening baseline", "main"), *((a, "speculative arms", "main") for a in arms[1:]),
         (arms[0], "closing baseline", "baseline_end")]
-    replicas = slots(config)[0]
     out = []
     for arm, stage, phase in phases:
         identities = cell_identities(config, arm, phase)
-        shares = replica_shares(identities, replicas) if arm.is_baseline else [identities]
+        shares = replica_shares(identities, baseline_replicas(config, phase)) if arm.is_baseline else [identities]
         for replica, cells in enumerate(shares):
             probed = phase == "main" and replica == 0 and not arm.synthetic
             probe = probe_seconds(timing, config, arm, scored_items) if probed else 0.0

@@ -12,8 +12,12 @@ it already enters every comparison of a speculative arm on other accelerators.
 """
 
 from collections.abc import Sequence
+from typing import Literal
 
 from specfleet.contract import CellIdentity, SweepConfig
+
+POLICY_OPENING_LIVES = 2
+"""Server lives the opening baseline is split over at least, with ``policy.measure``."""
 
 
 def replica_shares(cells: Sequence[CellIdentity], replicas: int) -> list[list[CellIdentity]]:
@@ -40,3 +44,13 @@ def slots(config: SweepConfig) -> tuple[int, int]:
     if hw.on_cpu:
         return hw.nodes, held
     return max(1, hw.nodes * (per_node // hw.tensor_parallel_size)), held
+
+
+def baseline_replicas(config: SweepConfig, phase: Literal["main", "baseline_end"]) -> int:
+    """Servers a baseline stage is split over: as many as arms run at once. With ``policy.measure``
+    the opening baseline runs on at least two server lives (one after the other on a single node):
+    the k policy is derived before the closing baseline, and without two server lives of one
+    configuration no interval states a confidence (``specfleet.stats.variance``), so no k could be
+    adopted and there would be no policy to measure."""
+    replicas = slots(config)[0]
+    return max(POLICY_OPENING_LIVES, replicas) if phase == "main" and config.measures_policy else replicas

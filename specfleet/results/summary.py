@@ -12,6 +12,7 @@ from specfleet.verdicts.cell import Decision
 from specfleet.gates.engine_findings import EngineCheck
 from specfleet.gates.equivalence import ArmEquivalence
 from specfleet.verdicts.kpolicy import KPolicyReport
+from specfleet.verdicts.policy_arm import PolicyComparison
 from specfleet.verdicts.mix import MixVerdict
 from specfleet.planning.not_measured import NotMeasuredCell
 from specfleet.gates.quality import QualityCheck
@@ -70,6 +71,9 @@ class SweepSummary(RecordModel):
     negative_cells: list[DecisionRow]
     decisions: list[Decision]
     k_policy: list[KPolicyReport]
+    policy_comparisons: list[PolicyComparison] = Field(
+        default_factory=list, description="Each k policy measured on its own server (policy.measure, --policy-from): "
+        "its verdict at the mix beside the one composed from fixed-k cells, and how far apart they are.")
     acceptance: list[ClassAcceptance] = Field(
         default_factory=list, description="Acceptance length per speculative arm, prompt class and sampling mode: "
         "the counters' 1 + accepted / drafts beside the per-request distributions of the client's estimate (tokens "

@@ -19,8 +19,14 @@ from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise
 from specfleet.verdicts.cell import Decision, cell_cases, decide_cases
 from specfleet.verdicts.evidence import Evidence
-from specfleet.verdicts.kpolicy import KPolicyReport, k_policy_reports
+from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport, k_policy_reports
 from specfleet.verdicts.mix import MixClaims, MixVerdict
+from specfleet.verdicts.policy_arm import (
+    DerivedPolicies,
+    PolicyComparison,
+    compare_policies_measured,
+    with_recommendations,
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,8 @@ class SweepAnalysis:
     """The sweep's run-to-run noise per figure (SLO-qualified tokens/s, ITL): the noise floor."""
     synthetic_cells: list[str] = field(default_factory=list)
     """Labels of the cells measured at synthetic acceptance: calibration only, never decided on."""
+    policy_comparisons: list[PolicyComparison] = field(default_factory=list)
+    """Each measured k policy's verdict beside the composed one (``policy.measure``)."""
 
     @property
     def gates(self) -> dict[str, list[GateResult]]:
@@ -65,12 +73,16 @@ class Verdicts:
 
 def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Mapping[str, Sequence[RequestRecord]],
                   probes: Mapping[str, EquivalenceProbe], quality_probes: Mapping[str, QualityProbe],
-                  engine_findings: Sequence[str] = (), history: Sequence[RunValue] = ()) -> SweepAnalysis:
+                  engine_findings: Sequence[str] = (), history: Sequence[RunValue] = (),
+                  derived: DerivedPolicies | None = None,
+                  composed_mix: Sequence[MixVerdict] | None = None) -> SweepAnalysis:
     """``records`` by cell key (usable cells without records get no sample); ``probes`` and
     ``quality_probes`` by arm. Each decision consumes its arm's equivalence gates and its slice's
     quality gate. ``engine_findings``: defects of the installed engine that taint every sampled
     result of a speculative arm (its stochastic gate and its decisions at temperature > 0 name them).
-    ``history``: earlier sweeps' repeated runs pooled into the noise (``analysis.noise_history``)."""
+    ``history``: earlier sweeps' repeated runs pooled into the noise (``analysis.noise_history``).
+    ``derived``: the k policies the sweep measured as arms (their arms are in ``config``);
+    ``composed_mix``: a follow-up's composed verdicts, from the sweep that chose them."""
     synthetic = [c for c in cells if c.identity.synthetic]
     cells = [c for c in cells if not c.identity.synthetic]
     equivalence = arm_equivalence(config, [p for p in arm_plans(config) if not p.synthetic], probes, engine_findings)
@@ -79,17 +91,23 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
                for c in cells if c.usable and c.key in records}
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
     verdicts = decide_sweep(config, cells, samples, gates, {q.key: q.gate() for q in quality},
-                            baseline_output_tokens(cells, records), history)
+                            baseline_output_tokens(cells, records), history,
+                            [p.policy for p in derived.policies] if derived is not None else [])
     decisions = [_with_findings(d, config, engine_findings) for d in verdicts.decisions]
-    return SweepAnalysis(equivalence, quality, decisions, verdicts.policies, verdicts.mix, verdicts.mix_note,
-                         verdicts.noise, [c.identity.label for c in synthetic])
+    comparisons = [] if derived is None else compare_policies_measured(derived, verdicts.mix, verdicts.policies,
+                                                                       composed_mix)
+    return SweepAnalysis(equivalence, quality, decisions, with_recommendations(verdicts.policies, comparisons),
+                         verdicts.mix, verdicts.mix_note, verdicts.noise, [c.identity.label for c in synthetic],
+                         comparisons)
 
 
 def decide_sweep(config: SweepConfig, cells: Sequence[CellResult], samples: Mapping[str, CellSample],
                  gates: Mapping[str, Sequence[GateResult]], quality: Mapping[SliceKey, GateResult],
-                 output_tokens_per_request: Mapping[str, float], history: Sequence[RunValue] = ()) -> Verdicts:
+                 output_tokens_per_request: Mapping[str, float], history: Sequence[RunValue] = (),
+                 measured_policies: Sequence[KPolicy] = ()) -> Verdicts:
     """Every claim of the sweep in one family, decided at once: cells, classes, arms at the mix and
-    every k assignment a policy could choose; then the decisions, the policies and the verdicts."""
+    every k assignment a policy could choose; then the decisions, the policies and the verdicts
+    (``measured_policies``: those the sweep measured as arms, each composed too)."""
     evidence = Evidence.of(cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm, history)
     cases = cell_cases(cells, samples, config, evidence, gates, quality)
     try:
@@ -100,7 +118,7 @@ def decide_sweep(config: SweepConfig, cells: Sequence[CellResult], samples: Mapp
     results = evidence.decide()
     decisions = decide_cases(cases, results, config, evidence)
     policies = k_policy_reports(decisions, cells, config)
-    mix = mix_claims.verdicts(results, decisions, policies) if mix_claims is not None else []
+    mix = mix_claims.verdicts(results, decisions, policies, measured_policies) if mix_claims is not None else []
     return Verdicts(decisions, policies, mix, mix_note, list(evidence.noise.values()))
 
 

@@ -18,6 +18,7 @@ k, ranges start at measured levels and stop at the largest one.
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import Field
 
@@ -30,6 +31,7 @@ from specfleet.stats.bootstrap import speedup_text
 from specfleet.verdicts.cell import Decision
 
 MAD_TO_SD = 1.4826  # scales MAD to a standard deviation under normality
+Recommendation = Literal["measured", "composed, not measured"]
 
 
 class LevelChoice(RecordModel):
@@ -223,6 +225,12 @@ def compare_policies(ours: KPolicy, peer: KPolicy) -> list[str]:
     return lines or ["both rules choose the same k at every batch size"]
 
 
+def composed_policy_name(spec_name: str, rule: str) -> str:
+    """A composed policy verdict's name: ``draft-k-policy`` for specfleet's rule, ``draft-k-policy-vllm49163``
+    for the peer's (composed only when the sweep measures it, ``policy.rule``)."""
+    return f"{spec_name}-k-policy" + ("" if rule == "specfleet" else "-" + "".join(ch for ch in rule if ch.isalnum()))
+
+
 PEER_MIN_RUNS = 3
 """vllm#49163 refuses fewer repeated runs per (batch, k); kept as the peer wrote it."""
 
@@ -233,6 +241,9 @@ class KPolicyReport(RecordModel):
     differences: list[str]
     speculative_config: dict[str, object] | None = Field(
         description="The specfleet rule's ready-to-paste vLLM speculative_config (KPolicy.speculative_config).")
+    recommended: Recommendation = Field(
+        "composed, not measured", description="measured: a policy arm ran this schedule (policy.measure), or the "
+        "policy turns speculation off (the baseline is measured); else composed from fixed-k cells, not measured.")
 
 
 def _report(mine: KPolicy, peer: KPolicy | None, differences: list[str]) -> KPolicyReport:
@@ -253,7 +264,8 @@ def k_policy_reports(
                                   max_batch_size=config.engine.max_num_seqs)
 
     reports = []
-    speculative = [a.name for a in config.arms if a.method != "baseline"] if config.load.concurrency else []
+    speculative = [a.name for a in config.arms if a.method != "baseline" and not a.adaptive and not a.synthetic] \
+        if config.load.concurrency else []  # an adaptive arm (a measured policy too) is no fixed-k candidate
     for name in speculative:
         for sampling in (s.name for s in config.sampling):
             reports.append(_report(ours(name, None, sampling), None, []))

@@ -37,7 +37,7 @@ quality gates) are reported beside the entry gate as ``other_gates``.
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -52,7 +52,7 @@ from specfleet.stats import bootstrap as bs
 from specfleet.stats.runs import ConfigKey, add_weights
 from specfleet.verdicts.cell import CellCase, Decision, ReasonCode
 from specfleet.verdicts.evidence import Evidence
-from specfleet.verdicts.kpolicy import KPolicyReport
+from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport, composed_policy_name
 from specfleet.verdicts.rule import Claim, ClaimKind, ClaimResult
 from specfleet.verdicts.traffic_mix import CellKey, TrafficMix, cell_token_shares, effective_mix
 
@@ -240,13 +240,15 @@ class MixClaims:
         plans = [p for p in arm_plans(config) if not p.is_baseline]
         for plan in plans:
             for sampling in (s.name for s in config.sampling):
+                if plan.policy_of is not None and sampling != config.policy_sampling:
+                    continue  # a measured policy runs at its own sampling only
                 found: Found = {key: (plan.k, _arm_source(by_arm.get((plan.arm, sampling, *key)), plan.arm))
                                 for key in claims.shares}
                 claims.arms.append(claims._add(plan.arm, plan.arm, sampling, found))
         if mix.load_mode != "concurrency":
             return claims
         loads = sorted(load for load, q in mix.load_shares.items() if q > 0)
-        for spec in sorted({p.spec_name for p in plans}):
+        for spec in sorted({p.spec_name for p in plans if not p.adaptive}):
             arm_of = {p.k: p.arm for p in plans if p.spec_name == spec and p.k is not None}
             for sampling in (s.name for s in config.sampling):
                 for ks in itertools.product([0, *sorted(arm_of)], repeat=len(loads)):
@@ -303,23 +305,27 @@ class MixClaims:
     # --- after the family is decided -----------------------------------------------------------
 
     def verdicts(self, results: Mapping[str, ClaimResult], decisions: Sequence[Decision],
-                 policies: Sequence[KPolicyReport]) -> list[MixVerdict]:
-        """Every arm at every sampling mode, then each arm spec's chosen all-classes k policy."""
+                 policies: Sequence[KPolicyReport], measured: Sequence[KPolicy] = ()) -> list[MixVerdict]:
+        """Every arm at every sampling mode, then each arm spec's chosen all-classes k policy, then
+        the policies of another rule the sweep measured as arms (``measured``), composed the same way."""
         blocked = {(d.slice.arm, d.slice.sampling, d.slice.prompt_class, d.slice.load_value): d.reason_code
                    for d in decisions if d.reason_code in BLOCKING}
         out = [self._verdict(s, results, blocked) for s in self.arms]
-        for report in policies:
-            policy = report.specfleet
-            if report.peer is not None or policy.refused is not None or policy.sampling is None:
+        chosen_policies = [r.specfleet for r in policies if r.peer is None]
+        for policy in [*chosen_policies, *(p for p in measured if p.rule != "specfleet")]:
+            if policy.refused is not None or policy.sampling is None:
                 continue
             k_by_load = {float(level.level): level.k for level in policy.levels if float(level.level) in
                          self.mix.load_shares and self.mix.load_shares[float(level.level)] > 0}
             chosen = self.policies.get((policy.spec_name, policy.sampling, tuple(sorted(k_by_load.items()))))
+            name = composed_policy_name(policy.spec_name, policy.rule)
+            subject = f"{policy.spec_name} k policy" + ("" if policy.rule == "specfleet" else f", {policy.rule} rule")
             if chosen is None:  # k = 0 everywhere: the baseline itself, its cells measured, no claim to make
                 found: Found = {key: (0, _policy_source({}, self.evidence, {}, 0, policy.sampling, key))
                                 for key in self.shares if key[1] in k_by_load}
-                chosen = _Selection(f"{policy.spec_name}-k-policy",
-                                    f"{policy.spec_name} k policy ({_ks(self.mix, k_by_load)})", policy.sampling, found)
+                chosen = _Selection(name, f"{subject} ({_ks(self.mix, k_by_load)})", policy.sampling, found)
+            elif chosen.name != name:
+                chosen = replace(chosen, name=name, subject=f"{subject} ({_ks(self.mix, k_by_load)})")
             out.append(self._verdict(chosen, results, blocked))
         return out
 

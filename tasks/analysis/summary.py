@@ -57,7 +57,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         notes=[*plan.warnings, *analysis.notes, *overhead_notes],
         cost_table=decision_rows(analysis.decisions, plan.config),
         negative_cells=negative_cells(analysis.decisions, plan.config),
-        decisions=analysis.decisions, k_policy=analysis.policies,
+        decisions=analysis.decisions, k_policy=analysis.policies, policy_comparisons=analysis.policy_comparisons,
         acceptance=class_acceptance([c for c in cells if not c.identity.synthetic], records),
         engine_checks=plan.engine_checks,
         results_dir=str(plan.store.dir),

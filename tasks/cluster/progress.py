@@ -19,10 +19,20 @@ class CellProgress:
 
     def __init__(self, plan: SweepPlan) -> None:
         self.started = time.time()
-        self.work = plan.work
         self.unpredicted: str | None = None
         """Why the plan cannot predict this sweep (its prior lacks the hardware or a model's config):
         the time left is then shown as not known, never guessed."""
+        self.parallel = slots(plan.config)[0]
+        self._predict(plan)
+        self.done: set[str] = set()
+        self.stage: str | None = None
+        self.predicted_at_event = self._predicted_remaining_s()
+        self.event_at = time.monotonic()
+        self.job = JobProgress("sweep", plan.pending_cells, "cells", predicted=True)
+
+    def _predict(self, plan: SweepPlan) -> None:
+        self.work = list(plan.work)
+        self.labels = {key: ident.label for work in plan.work for ident, key in work.cells}
         try:
             timing = plan_timing(plan)
             times = estimate_sweep(timing, plan.config, scored_items(plan))
@@ -36,13 +46,12 @@ class CellProgress:
             self.start_s = [timing.startup_s(work.arm) + (max(a.probe_s for a in times.arms if a.arm == work.arm)
                             if work.probe or work.quality_probe else 0.0) for work in plan.work]
             self.after_s = timing.after_stages_s()
-        self.parallel = slots(plan.config)[0]
-        self.labels = {key: ident.label for work in plan.work for ident, key in work.cells}
-        self.done: set[str] = set()
-        self.stage: str | None = None
-        self.predicted_at_event = self._predicted_remaining_s()
-        self.event_at = time.monotonic()
-        self.job = JobProgress("sweep", plan.pending_cells, "cells", predicted=True)
+
+    def replan(self, plan: SweepPlan) -> None:
+        """The plan grew as the sweep ran (the k policy stage): its cells counted and predicted too."""
+        self._predict(plan)
+        self.job.grow(plan.pending_cells)
+        self.predicted_at_event, self.event_at = self._predicted_remaining_s(), time.monotonic()
 
     def __enter__(self) -> "CellProgress":
         self.job.__enter__()

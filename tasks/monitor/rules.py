@@ -24,6 +24,9 @@ def sweep_basis(data: ReportData, arm: str | None) -> tuple[MonitorBasis, list[s
     basis = monitor_basis(data.sweep_id, data.config, data.cells, data.records, data.mix, deployment, data.noise,
                           arm)
     notes = [] if stored is not None else [NO_STORED_ARGS]
+    notes += [f"{p.specfleet.spec_name}'s k policy ({p.specfleet.sampling}) is composed, not measured: these rules "
+              "watch a measured arm; measure the policy (policy.measure, --policy-from) to watch it"
+              for p in data.policies if p.peer is None and p.speculative_config and p.recommended != "measured"]
     return basis, notes + [note for bucket in basis.buckets for note in bucket.notes]
 
 

@@ -1,12 +1,19 @@
-"""What the installed vLLM build can run, read from its files without importing it (seconds saved
-at plan time): checked before any server starts, once per engine version."""
+"""What the installed vLLM build can run, checked before any server starts, once per engine
+version: synthetic acceptance, read from its files without importing it (seconds saved at plan
+time), and each speculative arm's method and ``speculative_extra`` against its own
+``SpeculativeConfig`` (``tasks.engine.speculative_fields``)."""
 
 import importlib.util
+import json
 from functools import cache
 from pathlib import Path
 
+import jsonschema
+
 from specfleet.contract import SweepConfig
+from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.errors import InputError
+from tasks.engine.speculative_fields import SpeculativeFields, UnreadableEngine, speculative_fields
 from tasks.plan.versions import engine_distribution
 
 CPU_SAMPLER_MODULE = "vllm.utils.cpu_triton_utils"
@@ -32,9 +39,56 @@ def cpu_build_lacks_synthetic(engine: str, engine_version: str | None) -> bool:
 def check_engine_support(config: SweepConfig, config_path: Path) -> None:
     """An arm the installed engine cannot run is an ``InputError`` naming it, before any server starts."""
     engine, engine_version = engine_distribution()
-    for index, arm in enumerate(config.arms):
+    speculative = [(index, arm) for index, arm in enumerate(config.arms) if arm.method != "baseline"]
+    fields = _fields(config_path) if speculative else None
+    for index, arm in speculative:
         if arm.synthetic_acceptance is not None and cpu_build_lacks_synthetic(engine, engine_version):
             raise InputError(
                 f"{config_path}: arms[{index}].synthetic_acceptance: the installed {engine} {engine_version} has no "
                 f"synthetic rejection sampling on CPU ({NO_SYNTHETIC_ON_CPU!r}, {CPU_SAMPLER_MODULE}); run this "
                 "arm on a GPU build of vLLM")
+        if fields is not None:
+            check_arm_fields(arm, fields, f"{config_path}: arms[{index}]")
+    if config.policy is not None and config.policy.measure and fields is not None and SCHEDULE_KEY not in fields.fields:
+        raise InputError(f"{config_path}: policy.measure: the installed {_engine(fields)} has no {SCHEDULE_KEY}, "
+                         "so it cannot run a k policy")
+
+
+def _fields(config_path: Path) -> SpeculativeFields:
+    try:
+        return speculative_fields()
+    except UnreadableEngine as err:
+        raise InputError(f"{config_path}: arms: the installed engine's SpeculativeConfig could not be read "
+                         f"({err})") from err
+
+
+def _engine(fields: SpeculativeFields) -> str:
+    return f"{fields.engine} {fields.version}"
+
+
+def check_arm_fields(arm: ArmSpec, fields: SpeculativeFields, where: str) -> None:
+    """The arm's method is one the engine has, and each ``speculative_extra`` key is a field of
+    its SpeculativeConfig holding a value of the field's type; else an ``InputError`` naming it."""
+    if arm.method not in fields.methods:
+        raise InputError(f"{where}.method: {arm.method!r} is not a speculative method of the installed "
+                         f"{_engine(fields)}")
+    if arm.method == "suffix" and not fields.suffix_installed:
+        raise InputError(f"{where}.method: suffix needs arctic-inference, which the installed {_engine(fields)} "
+                         "does not have (pip install arctic-inference)")
+    if arm.adaptive_verification and not (fields.model_runner_v2 or fields.adaptive_verification_on_v1):
+        raise InputError(f"{where}.speculative_extra.{ADAPTIVE_VERIFICATION_KEY}: the installed {_engine(fields)} "
+                         "runs adaptive verification on its Model Runner V2 only, which needs Triton with a backend "
+                         "for this machine (it has none here); its V1 runner refuses the setting")
+    for key, value in arm.speculative_extra.items():
+        if key not in fields.fields:
+            raise InputError(f"{where}.speculative_extra.{key}: not a field of the installed {_engine(fields)}'s "
+                             "SpeculativeConfig")
+        schema = fields.fields[key]
+        if schema is None:
+            raise InputError(f"{where}.speculative_extra.{key}: the engine builds this field itself; a config "
+                             "cannot set it")
+        try:
+            jsonschema.validate(value, schema)
+        except jsonschema.ValidationError as err:
+            raise InputError(f"{where}.speculative_extra.{key}: {json.dumps(value)} is not what the installed "
+                             f"{_engine(fields)} takes ({err.message})") from None

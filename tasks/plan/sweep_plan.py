@@ -6,19 +6,22 @@ Each baseline stage is split over as many identical replicas as arms fit at once
 
 import contextlib
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
+from specfleet.contract.arms import schedule_text
 from specfleet.contract.fingerprint import Fingerprint, changed_parts
 from specfleet.contract.prompts import PromptItem
 from specfleet.errors import InputError
 from specfleet.gates.engine_findings import EngineCheck, EngineChecks
 from specfleet.gates.scored_set import ScoredSet
 from specfleet.planning.budget import budgeted
-from specfleet.planning.replicas import replica_shares, slots
+from specfleet.planning.replicas import baseline_replicas, replica_shares
+from specfleet.verdicts.policy_arm import DerivedPolicies, derive_policies, with_policy_arms
 from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.fingerprint import compute_fingerprint
@@ -26,9 +29,19 @@ from tasks.plan.models import resolve_models
 from tasks.plan.preflight import config_base_dir, tokenizer_warnings
 from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
 from tasks.store.results import ResultsStore, probe_file
-from tasks.store.sweep import ENGINE_CHECKS_FILE, SWEEP_FILE, StoredSweep, SweepRecord, read_sweep_record, stored_sweeps
+from tasks.store.sweep import (
+    ENGINE_CHECKS_FILE,
+    POLICY_FILE,
+    SWEEP_FILE,
+    StoredSweep,
+    SweepRecord,
+    read_derived_policies,
+    read_sweep_record,
+    stored_sweeps,
+)
 
 Phase = Literal["main", "baseline_end"]
+POLICY_STAGE = "k policy"
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,10 @@ class SweepPlan:
     """Every planned cell by key, complete or not."""
     work: list[ArmWork] = field(default_factory=list)
     """Servers to start, baseline first and baseline end last; arms with nothing to do are left out."""
+    derived: DerivedPolicies | None = None
+    """The k policies measured as arms (``policy.measure``), once derived; stored in ``POLICY_FILE``."""
+    probed: set[str] = field(default_factory=set)
+    """Arms whose first server is planned: the probes go to it."""
 
     @property
     def pending_cells(self) -> int:
@@ -75,15 +92,65 @@ class SweepPlan:
         """Reopen the store: with an S3 mirror this fetches what arms on other Ray nodes wrote."""
         self.store = ResultsStore(self.store.root, self.sweep_id)
 
-    def stages(self) -> list[tuple[str, list[ArmWork]]]:
-        """Baseline (its replicas side by side), then every speculative arm side by side, then the
-        baseline again: its start and end cells bracket the night, so drift shows up in the noise floor."""
-        stages = [
-            ("baseline", [w for w in self.work if w.arm.is_baseline and w.phase == "main"]),
-            ("speculative arms", [w for w in self.work if not w.arm.is_baseline]),
-            ("baseline (end)", [w for w in self.work if w.phase == "baseline_end"]),
-        ]
-        return [(label, work) for label, work in stages if work]
+    @property
+    def policy_pending(self) -> bool:
+        """The config measures its k policy and the policy stage has not derived it yet."""
+        return self.config.measures_policy and self.derived is None
+
+    def stages(self) -> Iterator[tuple[str, list[ArmWork]]]:
+        """Baseline (its replicas side by side), then every speculative arm side by side, then (with
+        ``policy.measure``) the k policies they imply, each on its own server, then the baseline again:
+        its start and end cells bracket the night, so drift shows up in the noise floor. The policies
+        are derived when their stage is reached, from the cells stored by then (``derive_policy``)."""
+        yield from self._nonempty("baseline", [w for w in self.work if w.arm.is_baseline and w.phase == "main"])
+        yield from self._nonempty("speculative arms", [w for w in self.work if not w.arm.is_baseline
+                                                       and w.arm.policy_of is None])
+        if self.policy_pending:
+            self.derive_policy()
+        yield from self._nonempty(POLICY_STAGE, [w for w in self.work if w.arm.policy_of is not None])
+        yield from self._nonempty("baseline (end)", [w for w in self.work if w.phase == "baseline_end"])
+
+    @staticmethod
+    def _nonempty(label: str, work: list[ArmWork]) -> Iterator[tuple[str, list[ArmWork]]]:
+        if work:
+            yield label, work
+
+    def derive_policy(self) -> DerivedPolicies:
+        """Decide on the cells stored so far, derive each fixed-k arm's k policy, store it, and plan
+        its arm (``specfleet.verdicts.policy_arm``)."""
+        self.pull_results()
+        stored = StoredSweep(self.store.dir, config=self.config)
+        cells = [c for c in stored.cells if c.key in self.cells]
+        analysis = stored.analyse(cells, stored.usable_records)
+        derived = derive_policies(self.config, analysis.policies, cells, self.sweep_id)
+        self.store.write_json(POLICY_FILE, derived)
+        self.add_policy_arms(derived)
+        return derived
+
+    def add_policy_arms(self, derived: DerivedPolicies) -> None:
+        """The derived policies' arms in the config, their cells in the matrix, their servers in the work."""
+        self.derived = derived
+        self.config = with_policy_arms(self.config, derived)
+        policy_arms = {a.name for a in derived.arms}
+        complete = self.store.complete_keys()
+        for arm in (p for p in arm_plans(self.config) if p.arm in policy_arms):
+            cells = [(ident, ident.key(self.fingerprint.digest)) for ident in cell_identities(self.config, arm)]
+            self.cells.update({key: ident for ident, key in cells})
+            self._add_work(arm, "main", 0, cells, complete)
+
+    def _add_work(self, arm: ArmPlan, phase: Phase, replica: int, cells: list[tuple[CellIdentity, str]],
+                  complete: set[str]) -> None:
+        """One server for the cells not complete; the arm's first server runs its probes where none are stored."""
+        todo = [(ident, key) for ident, key in cells if key not in complete]
+        if not todo:
+            return
+        first = phase == "main" and arm.arm not in self.probed
+        self.probed.add(arm.arm)
+        probe = first and self.store.read_json(probe_file("equivalence", arm.arm)) is None
+        quality = (first and self.config.equivalence.quality_tolerance is not None
+                   and self.store.read_json(probe_file("quality", arm.arm)) is None)
+        self.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe, quality_probe=quality,
+                                 replica=replica))
 
 
 def new_sweep_id(name: str, now: datetime | None = None) -> str:
@@ -133,11 +200,11 @@ def planned_cells(config: SweepConfig, digest: str) -> list[tuple[ArmPlan, Phase
     baseline again at the end: (arm, phase, replica, its (identity, key) cells)."""
     arms = arm_plans(config)
     phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]
-    replicas = slots(config)[0]
     out = []
     for arm, phase in phases:
         identities = cell_identities(config, arm, phase)
-        for replica, share in enumerate(replica_shares(identities, replicas) if arm.is_baseline else [identities]):
+        shares = replica_shares(identities, baseline_replicas(config, phase)) if arm.is_baseline else [identities]
+        for replica, share in enumerate(shares):
             out.append((arm, phase, replica, [(ident, ident.key(digest)) for ident in share]))
     return out
 
@@ -161,10 +228,40 @@ def continued_sweep(results_dir: Path, config: SweepConfig, fingerprint: Fingerp
                  "starting a new sweep"
 
 
+def check_policy_from(results_dir: Path, config: SweepConfig, sweep: str, resume: str | None,
+                      continue_sweep: bool) -> None:
+    """``--policy-from`` checked before Prefect starts; its fingerprint when the flow plans."""
+    if resume is not None or continue_sweep:
+        raise InputError("--policy-from with --resume or --continue: a resumed follow-up measures the policies it "
+                         "stored; give --resume alone")
+    follow_up_policies(results_dir, sweep, config, None)
+
+
+def follow_up_policies(results_dir: Path, sweep: str, config: SweepConfig,
+                       fingerprint: Fingerprint | None) -> DerivedPolicies:
+    """``--policy-from SWEEP``: the k policies a finished sweep of the same config and fingerprint
+    (None: not checked) chose, as arms to measure; an ``InputError`` when there is nothing to measure."""
+    earlier = StoredSweep.find(sweep, results_dir)
+    where = f"--policy-from {earlier.id}"
+    if earlier.record.name != config.name:
+        raise InputError(f"{where}: that sweep ran config {earlier.record.name!r}, not {config.name!r}")
+    if fingerprint is not None and (parts := _changed(earlier.record, fingerprint)) is not None:
+        raise InputError(f"{where}: {parts} changed since that sweep: its policy was chosen for what it measured")
+    if earlier.summary is None:
+        raise InputError(f"{where}: the sweep wrote no summary (it has not finished), so it chose no policy")
+    derived = derive_policies(config, earlier.summary.k_policy, earlier.cells, earlier.id)
+    if not derived.arms:
+        why = "; ".join(f"{p.spec_name}: {p.reason}" for p in derived.policies) or "no speculative arm"
+        raise InputError(f"{where}: no k policy to measure at sampling {config.policy_sampling!r} ({why})")
+    return derived
+
+
 def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget: str | None = None,
-               continue_sweep: bool = False) -> SweepPlan:
+               continue_sweep: bool = False, policy_from: str | None = None) -> SweepPlan:
     """Validate, resolve models, fingerprint, expand the matrix and subtract complete cells.
-    ``budget`` (``--budget``) overrides the config's budget block; ``continue_sweep`` is ``--continue``."""
+    ``budget`` (``--budget``) overrides the config's budget block; ``continue_sweep`` is ``--continue``;
+    ``policy_from`` (``--policy-from``) plans a follow-up: the baseline and the k policies of that
+    sweep, each on its own server (a resumed follow-up keeps measuring the policies it stored)."""
     config = budgeted(load_sweep_config(config_path), budget)
     if continue_sweep and resume is not None:
         raise InputError("--continue and --resume: give one (--continue finds the sweep itself)")
@@ -179,14 +276,24 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget:
     origin = None
     if continue_sweep:
         resume, origin = continued_sweep(results_dir, config, fingerprint, found)
+    derived = None if policy_from is None else follow_up_policies(results_dir, policy_from, config, fingerprint)
     if resume is not None:
         store, stored = open_sweep(results_dir, resume)
         _check_resume(resume, stored, config, fingerprint)
+        derived = read_derived_policies(store.dir)
+        if derived is not None and derived.derived_from != resume:  # a follow-up: it measures no fixed-k arm
+            config = config.model_copy(update={"arms": [config.baseline]})
     else:
+        if derived is not None:
+            config = config.model_copy(update={"arms": [config.baseline]})
+            origin = (f"--policy-from {derived.derived_from}: measuring "
+                      + "; ".join(f"{a.name} ({schedule_text(a.schedule or [])})" for a in derived.arms))
         store = ResultsStore(results_dir, new_sweep_id(config.name))
-        record = SweepRecord(name=config.name, config_source=str(config_path.resolve()), config=config,
-                             fingerprint=fingerprint)
+        record = SweepRecord(name=config.name, config_source=str(config_path.resolve()),
+                             config=with_policy_arms(config, derived), fingerprint=fingerprint)
         store.write_json(SWEEP_FILE, record)
+        if derived is not None:
+            store.write_json(POLICY_FILE, derived)
     checks = engine_checks(fingerprint, config.hardware.on_cpu)
     store.write_json(ENGINE_CHECKS_FILE, EngineChecks(checks=checks))
     findings = EngineChecks(checks=checks).findings
@@ -195,16 +302,9 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget:
                      scored_sets=scored_sets, warnings=[*tokenizer_warnings(config, resolved), *findings],
                      engine_checks=checks, origin=origin)
     complete = store.complete_keys()
-    probed: set[str] = set()  # the probes go to the first server of the arm that starts
     for arm, phase, replica, cells in planned_cells(config, fingerprint.digest):
         plan.cells.update({key: ident for ident, key in cells})
-        todo = [(ident, key) for ident, key in cells if key not in complete]
-        if todo:
-            first = phase == "main" and arm.arm not in probed
-            probed.add(arm.arm)
-            probe = first and store.read_json(probe_file("equivalence", arm.arm)) is None
-            quality = (first and config.equivalence.quality_tolerance is not None
-                       and store.read_json(probe_file("quality", arm.arm)) is None)
-            plan.work.append(ArmWork(arm=arm, phase=phase, cells=todo, probe=probe, quality_probe=quality,
-                                     replica=replica))
+        plan._add_work(arm, phase, replica, cells, complete)
+    if derived is not None:  # a follow-up, or a resumed sweep that derived its policies already
+        plan.add_policy_arms(derived)
     return plan

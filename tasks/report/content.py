@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from specfleet.measure.acceptance import ClassAcceptance, class_acceptance
-from specfleet.verdicts.kpolicy import KPolicy
+from specfleet.verdicts.kpolicy import KPolicy, Recommendation
 from specfleet.verdicts.prompt_class import ClassVerdict, class_verdicts
 from specfleet.verdicts.table import DecisionRow
 from tasks.report.diff import SweepDiff, diff_sweeps
@@ -20,6 +20,7 @@ from tasks.report.measures import (
     read_together_notes,
 )
 from tasks.report.predicted import PredictedView, predicted_view
+from tasks.report.tables import policy_comparison_lines
 from tasks.report.views import HeatMap, TheoryRow, heat_maps, modelled_grid, theory_rows
 from tasks.store.sweep import ReportData
 
@@ -30,8 +31,11 @@ class ReportContent:
     draft_cost_ratio: float
     generated_at: str
     verdicts: list[ClassVerdict]
-    deployable: list[tuple[KPolicy, dict[str, object] | None]]
-    """The all-prompt-classes specfleet policy of each speculative arm and its speculative_config."""
+    deployable: list[tuple[KPolicy, dict[str, object] | None, Recommendation]]
+    """The all-prompt-classes specfleet policy of each speculative arm, its speculative_config, and
+    whether a policy arm measured it."""
+    policy_comparisons: list[str]
+    """Each measured k policy beside its composed verdict (``tasks.report.tables.policy_comparison_lines``)."""
     maps: list[HeatMap]
     theory: list[TheoryRow]
     grid_ks: list[int]
@@ -63,7 +67,9 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
         data=data, draft_cost_ratio=draft_cost_ratio,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         verdicts=class_verdicts(data.config, data.decisions, data.mix, data.policies),
-        deployable=[(p.specfleet, p.specfleet.speculative_config()) for p in data.policies if p.peer is None],
+        deployable=[(p.specfleet, p.specfleet.speculative_config(), p.recommended) for p in data.policies
+                    if p.peer is None],
+        policy_comparisons=policy_comparison_lines(data.policy_comparisons),
         maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
         latency=latency_curves(data), read_together=read_together_notes(data),
         acceptance=rates, acceptance_missing=missing, acceptance_rows=class_acceptance(data.cells, data.records),

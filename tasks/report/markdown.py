@@ -18,6 +18,7 @@ from tasks.report.tables import (
     COST_COLUMNS,
     NEGATIVE_COLUMNS,
     OVERHEAD_COLUMNS,
+    POLICY_COMPARISON_TITLE,
     engine_check_lines,
     gate_line,
     gate_lines,
@@ -25,6 +26,7 @@ from tasks.report.tables import (
     markdown_table,
     not_measured_line,
     not_measured_title,
+    policy_comparison_lines,
 )
 
 
@@ -49,7 +51,11 @@ def summary_markdown(summary: SweepSummary) -> str:
         f"\n## {ACCEPTANCE_TITLE}\n\n{ACCEPTANCE_CAPTION}\n\n", markdown_table(summary.acceptance, ACCEPTANCE_COLUMNS),
         "\n## k policy (specfleet rule, all prompt classes)\n\n```\n",
         *(line + "\n" for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)),
-        "```\n\n## Sweep overhead (this run's arms)\n\n", markdown_table(summary.arms, OVERHEAD_COLUMNS),
+        "```\n\n",
+        *([f"## {POLICY_COMPARISON_TITLE}\n\n```\n",
+           *(line + "\n" for line in policy_comparison_lines(summary.policy_comparisons)), "```\n\n"]
+          if summary.policy_comparisons else []),
+        "## Sweep overhead (this run's arms)\n\n", markdown_table(summary.arms, OVERHEAD_COLUMNS),
         "\n## Equivalence gates\n\n", *(f"- {line}\n" for line in gate_lines(summary.gates, summary.quality)),
     ]
     if summary.server_args is not None:
@@ -108,10 +114,12 @@ def _policy_lines(content: ReportContent) -> list[str]:
             lines += ["```json", fmt.config_json(v.speculative_config), "```", ""]
         if v.config_note:
             lines += [v.config_note if v.speculative_config else f"{fmt.NA}: {v.config_note}", ""]
-    for policy, config in content.deployable:
-        lines += [f"**{policy.spec_name}, all prompt classes ({policy.sampling})**:", ""]
+    for policy, config, recommended in content.deployable:
+        lines += [f"**{policy.spec_name}, all prompt classes ({policy.sampling})**, {recommended}:", ""]
         lines += ["```json", fmt.config_json(config), "```", ""] if config else \
             [f"{fmt.NA}: {policy.refused or 'speculation adopted at no measured level'}", ""]
+    if content.policy_comparisons:
+        lines += ["", f"## {POLICY_COMPARISON_TITLE}", "", "```", *content.policy_comparisons, "```", ""]
     return lines
 
 

@@ -21,6 +21,7 @@ from specfleet.results import AcceptanceDistribution
 from specfleet.results.summary import ArmSummary
 from specfleet.stats.quality import GateResult
 from specfleet.verdicts.kpolicy import KPolicyReport
+from specfleet.verdicts.policy_arm import PolicyComparison
 from specfleet.verdicts.table import DecisionRow
 from tasks.report import fmt
 
@@ -150,7 +151,21 @@ def k_policy_lines(report: KPolicyReport) -> list[str]:
     levels = "; ".join(f"{_level(c.level)}: k={c.k} ({c.reason})" for c in ours.levels)
     config = report.speculative_config
     deploy = json.dumps(config, sort_keys=True) if config else "none: speculation adopted at no level"
-    return [f"{head}: {levels}", f"  speculative_config: {deploy}"]
+    return [f"{head}: {levels}", f"  speculative_config ({report.recommended}): {deploy}"]
+
+
+POLICY_COMPARISON_TITLE = "k policy measured on its own server beside the composed verdict"
+
+
+def policy_comparison_lines(comparisons: Sequence[PolicyComparison]) -> list[str]:
+    """Each measured policy: composed and measured savings side by side, then both headlines and notes."""
+    lines = []
+    for c in comparisons:
+        lines.append(c.line)
+        lines += [f"  composed: {c.composed}"] if c.composed else []
+        lines += [f"  measured: {c.measured}"] if c.measured else []
+        lines += [f"  note: {note}" for note in c.notes]
+    return lines
 
 
 def engine_check_lines(checks: Sequence[EngineCheck]) -> list[str]:

@@ -37,6 +37,7 @@ from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.evidence import earlier_runs
 from specfleet.verdicts.kpolicy import KPolicyReport
 from specfleet.verdicts.mix import MixVerdict
+from specfleet.verdicts.policy_arm import DerivedPolicies, PolicyComparison, with_policy_arms
 from specfleet.verdicts.table import DecisionRow, decision_rows, negative_cells
 from tasks.plan.config import load_sweep_config
 from tasks.store.parquet import read_records_parquet
@@ -47,6 +48,8 @@ SWEEP_FILE = "sweep.json"
 SUMMARY_FILE = "summary.json"
 SUMMARY_MARKDOWN = "summary.md"
 ENGINE_CHECKS_FILE = "engine_checks.json"
+POLICY_FILE = "policy.json"
+"""The k policies the sweep derived to measure as arms (``policy.measure``, ``--policy-from``)."""
 SWEEP_FORMAT = 2
 """``sweep.json``'s format: 1 held the config file's path (specfleet up to the first half of
 December 2026, ce4142f among them), 2 holds the resolved config itself."""
@@ -151,6 +154,7 @@ class ReportData:
     """Cells the sweep's budget did not start, with their predictions (from its summary)."""
     engine_checks: list[EngineCheck]
     server_args: DeploymentArgs | None
+    policy_comparisons: list[PolicyComparison] = Field(default_factory=list)
     """Each arm's server arguments, from the summary (None without one, or in one written before them)."""
 
     @property
@@ -183,10 +187,17 @@ class StoredSweep:
 
     @property
     def config(self) -> SweepConfig:
-        """The config the sweep ran; a format-1 sweep's is read from its file, which must still be there."""
+        """The config the sweep ran, with the arms of the k policies it measured; a format-1 sweep's
+        is read from its file, which must still be there."""
         if self._config is None:
-            self._config = self.record.config if self.record.config is not None else self._config_file()
+            config = self.record.config if self.record.config is not None else self._config_file()
+            self._config = with_policy_arms(config, self.derived_policies)
         return self._config
+
+    @cached_property
+    def derived_policies(self) -> DerivedPolicies | None:
+        """The k policies its policy stage derived; None when it measured none (or has not reached it)."""
+        return read_derived_policies(self.dir)
 
     def _config_file(self) -> SweepConfig:
         source = Path(self.record.config_source)
@@ -273,7 +284,25 @@ class StoredSweep:
         aggregate step does once, and the report only for a sweep that wrote no summary."""
         return analyse_sweep(self.config, self.cells if cells is None else cells,
                              self.usable_records if records is None else records, self.probes(),
-                             self.quality_answers(), self.engine_checks.findings, self.noise_history())
+                             self.quality_answers(), self.engine_checks.findings, self.noise_history(),
+                             self.derived_policies, self._composed_elsewhere())
+
+    def _composed_elsewhere(self) -> list[MixVerdict] | None:
+        """A follow-up's (``--policy-from``) composed policy verdicts, from the sweep that chose them:
+        its summary's for specfleet's rule; another rule's is composed from that sweep's cells now."""
+        derived = self.derived_policies
+        if derived is None or derived.derived_from == self.id:
+            return None
+        if not (self.dir.parent / derived.derived_from / SWEEP_FILE).is_file():
+            return []
+        earlier = StoredSweep(self.dir.parent / derived.derived_from)
+        if earlier.summary is not None and all(p.policy.rule == "specfleet" for p in derived.policies):
+            return earlier.summary.mix
+        unmeasured = derived.model_copy(update={"policies": [p.model_copy(update={"arm": None})
+                                                             for p in derived.policies]})
+        return analyse_sweep(earlier.config, earlier.cells, earlier.usable_records, earlier.probes(),
+                             earlier.quality_answers(), earlier.engine_checks.findings, earlier.noise_history(),
+                             unmeasured).mix
 
     def report_data(self) -> ReportData:
         """The sweep as every reader shows it: the summary's gates, decisions and verdicts when it
@@ -282,19 +311,22 @@ class StoredSweep:
         if summary is not None and summary.noise:
             return self._data(summary.gates, summary.equivalence, summary.quality, summary.decisions,
                               (summary.cost_table, summary.negative_cells), summary.k_policy, summary.mix,
-                              summary.noise, f"the sweep's {SUMMARY_FILE}", summary.notes)
+                              summary.noise, f"the sweep's {SUMMARY_FILE}", summary.notes,
+                              summary.policy_comparisons)
         analysis = self.analyse()
         origin = (f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
                   if summary is None else f"recomputed from the stored cells (its {SUMMARY_FILE} was written before "
                   "the run-to-run noise was pooled: its decisions followed an older rule)")
         rows = (decision_rows(analysis.decisions, self.config), negative_cells(analysis.decisions, self.config))
         return self._data(analysis.gates, analysis.equivalence, analysis.quality, analysis.decisions, rows,
-                          analysis.policies, analysis.mix, analysis.noise, origin, analysis.notes)
+                          analysis.policies, analysis.mix, analysis.noise, origin, analysis.notes,
+                          analysis.policy_comparisons)
 
     def _data(self, gates: dict[str, list[GateResult]], equivalence: list[ArmEquivalence],
               quality: list[QualityCheck], decisions: list[Decision],
               rows: tuple[list[DecisionRow], list[DecisionRow]], policies: list[KPolicyReport],
-              mix: list[MixVerdict], noise: list[RunNoise], source: str, notes: list[str]) -> ReportData:
+              mix: list[MixVerdict], noise: list[RunNoise], source: str, notes: list[str],
+              comparisons: list[PolicyComparison]) -> ReportData:
         summary = self.summary
         return ReportData(
             sweep_id=self.id, sweep_dir=self.dir, config=self.config, config_source=self.record.config_source,
@@ -303,7 +335,12 @@ class StoredSweep:
             negative_cells=rows[1], policies=policies, mix=mix, noise=noise, decisions_source=source, notes=notes,
             failed_cells=summary.failed_cells if summary is not None else [],
             not_measured=summary.not_measured if summary is not None else [], engine_checks=self.engine_checks.checks,
-            server_args=summary.server_args if summary is not None else None)
+            server_args=summary.server_args if summary is not None else None, policy_comparisons=comparisons)
+
+
+def read_derived_policies(sweep_dir: Path) -> DerivedPolicies | None:
+    path = sweep_dir / POLICY_FILE
+    return DerivedPolicies.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def stored_records(sweep_dir: Path, cells: Sequence[CellResult],

@@ -48,7 +48,9 @@ class IdleServers:
         self.started: dict[str, ArmServer] = {}
 
     def __call__(self, kind: str) -> ArmServer:
-        self.start(kind)
+        """The idle server of ``kind`` (started now if need be), or a variant started under that name."""
+        if kind not in self.started:
+            self.start(kind)
         return self.started[kind]
 
     def variant(self, kind: str, name: str, env: dict[str, str]) -> ArmServer:
@@ -56,6 +58,10 @@ class IdleServers:
         if name not in self.started:
             self._start({name: self._server(kind, name, env)})
         return self.started[name]
+
+    def variants(self, kind: str, *names: str) -> None:
+        """Idle servers of ``kind`` started side by side as ``names`` (``idle_server(name)`` returns one)."""
+        self._start({name: self._server(kind, name) for name in names if name not in self.started})
 
     def start(self, *kinds: str) -> None:
         self._start({kind: self._server(kind, kind) for kind in kinds if kind not in self.started})

@@ -1,15 +1,17 @@
 """`specfleet traffic` against a real Prometheus scraping a real vLLM CPU server: a known load
 pattern, driven by the project's own closed-loop client, comes back as token-weighted shares.
 
-Concurrency 1 for 40 requests, then 8 for 160, 64 output tokens per request on average: about a
+Concurrency 1 for 60 requests, then 8 for 240, 64 output tokens per request on average: about a
 fifth of the tokens at 1 and four fifths at 8, in about as much time at each (the server serves
 several times the tokens per second at 8). Between two requests the gauge reads below the
 concurrency driven; the config's levels (1 and 8) take a 3 to 8, as they would a production
-server's readings. At 4 (levels 1 and 4, a 2 snapping to 1) a loaded CI machine's dips to 2
-moved 0.16 of the tokens to level 1; at 8 a reading under 3 needs six of the eight requests
-between two of theirs at once. Requests of one length would finish together and start again
-together, so the gauge would dip to 0 at every turn, as no production server's does: the output
-lengths vary (40 to 88 tokens), so the requests in flight drift apart.
+server's readings. At 4 (levels 1 and 4, a 2 snapping to 1) a loaded CI machine's dips to 2 moved
+0.16 of the tokens to level 1; at 8 a reading under 3 needs six of the eight requests between two
+of theirs at once. A step counted at the wrong level still moves one step's tokens (0.10 of them
+once, with 19 steps on a loaded machine): about 30 steps keep that to 0.07. Requests of one length
+would finish together and start again together, so the gauge would dip to 0 at every turn, as no
+production server's does: the output lengths vary (40 to 88 tokens), so the requests in flight
+drift apart.
 """
 
 import asyncio
@@ -36,7 +38,7 @@ from tests.integration.services import prometheus_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
-PHASES = ((1, 40), (8, 160))
+PHASES = ((1, 60), (8, 240))
 """(concurrency, requests), one after the other."""
 OUTPUT_TOKENS = (40, 56, 72, 88)
 """Output tokens of the prompts in turn (``ignore_eos``: exactly these)."""

@@ -60,12 +60,12 @@ def records(gap_ms: int, tokens_per_chunk: int = 1, n: int = 4) -> list[RequestR
 
 
 def store_cell(store: ResultsStore, config: SweepConfig, ident: CellIdentity, key: str,
-               reqs: list[RequestRecord], status_failed: bool = False) -> CellResult:
+               reqs: list[RequestRecord], status_failed: bool = False, duration_s: float = 4.0) -> CellResult:
     records_file = store.write_records(key, reqs)
     spec = None if ident.k is None else SpecDecodeStats(
         num_drafts=10, num_draft_tokens=20, num_accepted_tokens=15, accepted_per_position=[8, 7],
         acceptance_rate=0.75, mean_acceptance_length=2.5, acceptance_per_position=[0.8, 0.7])
-    cell = assemble_cell(ident, key, reqs, slo=config.slo, duration_s=4.0, requests_planned=len(reqs),
+    cell = assemble_cell(ident, key, reqs, slo=config.slo, duration_s=duration_s, requests_planned=len(reqs),
                          ignore_eos=True, max_error_fraction=0.05,
                          energy=EnergyReading(source="none", joules=None, reason="no counter here"),
                          spec_decode=spec, server_failed=status_failed,

@@ -56,7 +56,10 @@ def test_the_adopted_arm_gets_the_break_even_and_drift_floor_it_measured(sweep: 
         assert below["for"] == drift["for"] == "10m"
     assert text.startswith(f"# specfleet monitor rules: sweep {sweep.sweep_id}, arm draft-k2 (adopted at the "
                            f"traffic mix)")
-    assert "note:" not in text
+    # the one note: the sweep's k policy was composed, not measured (the rules watch the measured arm)
+    assert [line for line in text.splitlines() if "note:" in line] == [
+        "# note: draft's k policy (greedy) is composed, not measured: these rules watch a measured arm; measure the "
+        "policy (policy.measure, --policy-from) to watch it"]
 
 
 def test_annotations_name_the_speculation_off_server_stored_with_the_sweep(sweep: AdoptedSweep) -> None:

@@ -59,7 +59,7 @@ def test_new_sweep_plans_baseline_speculative_then_baseline_end(tmp_path: Path) 
     plan = _plan(tmp_path)
     assert plan.sweep_id.startswith("unit-sweep-") and not plan.resumed
     assert (plan.store.dir / "sweep.json").is_file()
-    stages = plan.stages()
+    stages = list(plan.stages())
     assert [label for label, _ in stages] == ["baseline", "speculative arms", "baseline (end)"]
     assert [w.arm.arm for _, work in stages for w in work] == ["baseline", "draft-k2", "baseline"]
     assert [w.probe for _, work in stages for w in work] == [True, True, False]

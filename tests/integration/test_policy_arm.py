@@ -1,0 +1,123 @@
+"""The k policy measured as an arm (issue 33), on real vLLM CPU servers with the fixture models:
+``specfleet sweep`` with ``policy: {measure: true}`` derives, after its fixed-k arm and before
+its closing baseline, the policy vLLM's proposed tuner (vllm#49163) would deploy for the draft
+arm, starts a server with it and decides on it like any arm; beside it runs an adaptive arm that
+sets its own ``num_speculative_tokens_per_batch_size``. Both servers' schedules are read back from
+the arguments the sweep stored and from vLLM's own "non-default args" log line.
+
+vLLM's tuner, not specfleet's rule, chooses the policy here: on a sweep this small on one CPU
+node specfleet's rule adopts no k (its intervals include the noise of a handful of server
+lives), so its policy is the baseline itself and there is nothing to start. The tuner ranks
+medians of repeated runs (three per level and k), and the draft arm's 1.3x at concurrency 1 on
+code gives it a schedule to measure. Adaptive verification cannot run on the CPU build (its V1
+runner refuses it, V2 needs Triton): that arm exits 2 at plan time, a unit test shows."""
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specfleet.contract.arms import SCHEDULE_KEY
+from specfleet.results.summary import SweepSummary
+from tasks.store.sweep import POLICY_FILE, StoredSweep
+from tests.integration.services import PrefectServer
+from tests.integration.sweep_configs import BASELINE_ARM, tiny_sweep_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+DYNAMIC_SCHEDULE = [[1, 1, 2], [2, 16, 1]]
+ARMS = [BASELINE_ARM, {"name": "draft", "method": "draft_model", "k": [2]},
+        {"name": "dynamic", "method": "draft_model", "speculative_extra": {SCHEDULE_KEY: DYNAMIC_SCHEDULE}}]
+NON_DEFAULT_ARGS = re.compile(r"non-default args: (\{.*\})")
+
+
+def _config(root: Path) -> Path:
+    path = tiny_sweep_config(root / "policy.yaml", "it-policy", ARMS, requests=6, warmup=1, max_tokens=32,
+                             concurrency=[1, 2], policy={"measure": True, "rule": "vllm#49163"},
+                             hardware={"accelerator": "cpu", "accelerator_hour_usd": 1.0,
+                                       "peak_demand_tokens_per_s": 100_000})
+    data = yaml.safe_load(path.read_text())
+    data["load"]["repeats"] = 3  # the tuner's minimum
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def policy_sweep(tmp_path_factory: pytest.TempPathFactory, prefect_api: PrefectServer) -> tuple[StoredSweep, str]:
+    root = tmp_path_factory.mktemp("policy")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_"))} | prefect_api.env
+    command = [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", str(_config(root)),
+               "--results-dir", str(root / "results"), "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}"]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=1100, check=False)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    (sweep_dir,) = (root / "results").iterdir()
+    return StoredSweep(sweep_dir), done.stdout
+
+
+def _logged_speculative_config(log: Path) -> dict[str, object]:
+    """The speculative_config of vLLM's own "non-default args" line in a server's log."""
+    (found,) = {m.group(1) for m in map(NON_DEFAULT_ARGS.search, log.read_text().splitlines()) if m}
+    logged = ast.literal_eval(found)["speculative_config"]
+    assert isinstance(logged, dict)
+    return logged
+
+
+def test_the_derived_policy_runs_on_its_own_server_with_its_schedule(policy_sweep: tuple[StoredSweep, str]) -> None:
+    sweep, _ = policy_sweep
+    derived = sweep.derived_policies
+    assert derived is not None and derived.derived_from == sweep.id
+    (policy,) = derived.policies
+    assert policy.policy.rule == "vllm#49163" and policy.arm is not None, policy.reason
+    schedule = [list(r) for r in policy.policy.schedule]
+    assert max(k for *_, k in schedule) == 2  # the draft arm's one k, chosen at one level at least
+    summary = sweep.summary
+    assert summary is not None and summary.server_args is not None
+    stored = summary.server_args.speculative["draft-policy"]
+    passed = json.loads(stored[stored.index("--speculative-config") + 1])
+    assert passed[SCHEDULE_KEY] == schedule and passed["num_speculative_tokens"] == 2
+    assert _logged_speculative_config(sweep.dir / "logs" / "draft-policy.log")[SCHEDULE_KEY] == schedule
+    cells = [c for c in sweep.cells if c.identity.arm == "draft-policy"]
+    assert len(cells) == 2 * 3 and all(c.identity.schedule == tuple(map(tuple, schedule)) for c in cells)
+    assert {c.identity.load_value for c in cells} == {1.0, 2.0}
+    # decided on like any arm: its cells, its gates, its own verdict at the mix
+    assert {d.slice.load_value for d in summary.decisions if d.slice.arm == "draft-policy"} == {1.0, 2.0}
+    assert [g.gate for g in summary.gates["draft-policy"]] == ["greedy_exact_match"]
+    assert any(v.name == "draft-policy" for v in summary.mix)
+    assert (sweep.dir / POLICY_FILE).is_file()
+
+
+def test_composed_and_measured_verdicts_are_side_by_side(policy_sweep: tuple[StoredSweep, str]) -> None:
+    sweep, terminal = policy_sweep
+    summary = sweep.summary
+    assert isinstance(summary, SweepSummary)
+    (compared,) = summary.policy_comparisons
+    composed = next(v for v in summary.mix if v.name == "draft-k-policy-vllm49163")
+    measured = next(v for v in summary.mix if v.name == "draft-policy")
+    assert compared.composed == composed.headline and compared.measured == measured.headline
+    assert compared.composed_saving_fraction == composed.fleet.saving_fraction
+    assert compared.measured_saving_fraction == measured.fleet.saving_fraction
+    if composed.fleet.saving_fraction is not None and measured.fleet.saving_fraction is not None:
+        assert compared.saving_difference == pytest.approx(measured.fleet.saving_fraction
+                                                           - composed.fleet.saving_fraction)
+    assert compared.line in terminal and compared.line in (sweep.dir / "summary.md").read_text()
+    # specfleet's own policy adopts nothing here: its recommendation is the baseline, which is measured
+    (ours,) = [r for r in summary.k_policy if r.peer is None]
+    assert ours.speculative_config is None and ours.recommended == "measured"
+
+
+def test_an_adaptive_arm_starts_with_its_schedule_and_is_no_policy_candidate(
+        policy_sweep: tuple[StoredSweep, str]) -> None:
+    sweep, _ = policy_sweep
+    summary = sweep.summary
+    assert summary is not None and summary.server_args is not None
+    stored = summary.server_args.speculative["dynamic-k2"]
+    assert json.loads(stored[stored.index("--speculative-config") + 1])[SCHEDULE_KEY] == DYNAMIC_SCHEDULE
+    assert _logged_speculative_config(sweep.dir / "logs" / "dynamic-k2.log")[SCHEDULE_KEY] == DYNAMIC_SCHEDULE
+    assert all(c.identity.schedule is not None for c in sweep.cells if c.identity.arm == "dynamic-k2")
+    assert {r.specfleet.spec_name for r in summary.k_policy} == {"draft"}

@@ -42,6 +42,12 @@ def parse_schedule(value: object) -> KSchedule:
     return tuple(ranges)
 
 
+def k_at_batch(schedule: Sequence[tuple[int, int, int]], batch: int) -> int:
+    """vLLM's lookup: the k of the last range starting at or below ``batch`` (a gap and the batches
+    past the last range carry the k before them forward)."""
+    return [k for start, _, k in schedule if start <= batch][-1]
+
+
 def schedule_text(schedule: Sequence[tuple[int, int, int]]) -> str:
     """``k 4 at batch 1, 2 at 2-4, 0 at 5-16``: how every output writes a k schedule."""
     parts = [f"{k} at {first}" if first == last else f"{k} at {first}-{last}" for first, last, k in schedule]

@@ -23,7 +23,7 @@ with the very code that computes the measured ones.
 """
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,15 +136,17 @@ def simulate(
     overhead_ms: float,
     rng: np.random.Generator,
     jitter: FloatArray | None = None,
+    by_batch: Callable[[int], tuple[LinearStep, Speculation | None]] | None = None,
 ) -> Simulated:
-    """Simulate ``requests`` requests of ``shapes`` (cycled in order) under ``load``."""
+    """Simulate ``requests`` requests of ``shapes`` (cycled in order) under ``load``. ``by_batch``: a
+    k per step (vLLM's ``num_speculative_tokens_per_batch_size``, looked up by the requests the step
+    schedules, as its scheduler does): that k's law and speculation, in place of ``law`` and
+    ``speculation``."""
     if not shapes:
         raise ValueError("no request shapes to simulate")
     if requests < 1:
         raise ValueError(f"requests must be positive (got {requests})")
     k = speculation.k if speculation else 0
-    reach = np.asarray(speculation.per_position if speculation else (), dtype=np.float64)
-    draft_len = k * (speculation.proposed_share if speculation else 0.0)
     pending: deque[_Request] = deque()
     closed = isinstance(load, ClosedLoad)
     next_index = 0
@@ -183,13 +185,16 @@ def simulate(
             admitted.append(pending.popleft())
             in_use += need
         decoding = len(running)
+        step_law, spec = (law, speculation) if by_batch is None else by_batch(decoding + len(admitted))
+        k = max(k, spec.k if spec else 0)
+        reach = np.asarray(spec.per_position if spec else (), dtype=np.float64)
         prefill = sum(r.shape.prompt_tokens for r in admitted)
         context = sum(r.context for r in running)
         drafted = np.zeros(decoding, dtype=bool)
-        if speculation is not None and decoding:
-            drafted = rng.random(decoding) < speculation.draft_rate
-        draft_tokens = float(drafted.sum()) * draft_len
-        step = law(decoding, prefill, context, draft_tokens)
+        if spec is not None and decoding:
+            drafted = rng.random(decoding) < spec.draft_rate
+        draft_tokens = float(drafted.sum()) * (spec.k * spec.proposed_share if spec else 0.0)
+        step = step_law(decoding, prefill, context, draft_tokens)
         if jitter is not None and jitter.size:
             step *= float(jitter[rng.integers(jitter.size)])
         t += max(step, 0.0)
@@ -197,7 +202,7 @@ def simulate(
         max_decode = max(max_decode, decoding)
         sums += (decoding, prefill, context, draft_tokens)
         accepted = np.zeros(decoding, dtype=np.int64)
-        if speculation is not None and decoding and reach.size:
+        if spec is not None and decoding and reach.size:
             u = rng.random(decoding)
             accepted = np.where(drafted, (u[:, None] < reach[None, :]).sum(axis=1), 0)
         still: list[_Request] = []

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from specfleet.contract import ArmSpec
+from specfleet.contract.arms import k_at_batch
 from specfleet.economics.cost import hardware_fleet_cost
 from specfleet.errors import InputError
 from specfleet.measure.metrics import (
@@ -43,6 +44,7 @@ from specfleet.perfmodel.batching import (
     simulate,
 )
 from specfleet.perfmodel.calibrate import Calibration
+from specfleet.perfmodel.step_time import LinearStep
 from specfleet.planning.prediction import (
     Bounds,
     PercentileBounds,
@@ -154,13 +156,19 @@ def _simulate(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptanceProfil
     jitter = cal.jitter.get(spec.method)
     limits = cal.limits(spec.name)
 
-    def run(scale: float, bound: Bound) -> Simulated:
-        speculation = None if profile is None else Speculation(
-            k=k, per_position=profile.per_position(k, bound), draft_rate=profile.rate(bound),
+    def at(k_now: int, scale: float, bound: Bound) -> tuple[LinearStep, Speculation | None]:
+        speculation = None if profile is None or k_now == 0 else Speculation(
+            k=k_now, per_position=profile.per_position(k_now, bound), draft_rate=profile.rate(bound),
             proposed_share=profile.proposed_share)
-        return simulate(cal.law.linear(spec.method, k).scaled(scale), spec.method, workload, load, limits,
-                        speculation, requests=query.requests, overhead_ms=cal.overhead_ms,
-                        rng=np.random.default_rng(query.seed), jitter=jitter)
+        return cal.law.linear(spec.method, k_now).scaled(scale), speculation
+
+    def run(scale: float, bound: Bound) -> Simulated:
+        law, speculation = at(k, scale, bound)
+        schedule = spec.schedule
+        by_batch = None if schedule is None else (lambda batch: at(k_at_batch(schedule, batch), scale, bound))
+        return simulate(law, spec.method, workload, load, limits, speculation, requests=query.requests,
+                        overhead_ms=cal.overhead_ms, rng=np.random.default_rng(query.seed), jitter=jitter,
+                        by_batch=by_batch)
 
     point = run(1.0, "point")
     scales = cal.law.replicate_scales([point.mean_batch])
@@ -290,10 +298,11 @@ def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKe
         raise InputError(f"{cal.sweep_id}: no usable cell of arm {spec.name} to fit its step time on")
     profile = None
     if spec.method != "baseline":
-        profile = cal.acceptance.get((spec.name, query.prompt_class, sampling))
+        source = spec.policy_of or spec.name  # a measured k policy drafts as the arm it was derived from
+        profile = cal.acceptance.get((source, query.prompt_class, sampling))
         if profile is None:
-            why = cal.acceptance_missing.get((spec.name, query.prompt_class, sampling))
-            raise InputError(f"{cal.sweep_id}: no usable cell of arm {spec.name} on {query.prompt_class} "
+            why = cal.acceptance_missing.get((source, query.prompt_class, sampling))
+            raise InputError(f"{cal.sweep_id}: no usable cell of arm {source} on {query.prompt_class} "
                              f"({sampling}) to take its acceptance from" + (f": {why}" if why else ""))
     runs = _simulate(cal, spec, k, profile, shapes, load, query)
     key: BaselineKey = (query.prompt_class, load, query.requests, query.seed)
@@ -312,7 +321,7 @@ def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKe
         speedup_bounds = _bounds(_ratio(slow.qualified_tps, base_figures["fast"].qualified_tps),
                                  _ratio(fast.qualified_tps, base_figures["slow"].qualified_tps), speedup)
     accept = runs.acceptance
-    plan_arm = spec.name if spec.method == "baseline" else f"{spec.name}-k{k}"
+    plan_arm = spec.name if spec.method == "baseline" or spec.policy_of else f"{spec.name}-k{k}"
     notes = [f"calibrated on {cal.sweep_id}: step law residual {cal.law.residual_rel:.0%} rms per request; "
              f"request overhead {cal.overhead_ms:.1f} ms"]
     if cal.law.dropped:

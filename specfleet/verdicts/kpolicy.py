@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from specfleet.contract.arms import k_at_batch
 from specfleet.contract.base import RecordModel
 from specfleet.contract.matrix import ArmPlan, arm_plans
 from specfleet.contract.sweep import SweepConfig
@@ -189,11 +190,6 @@ def peer_k_policy(
                    levels=choices, schedule=_merge(ranges), base_config=base)
 
 
-def _k_at(schedule: Sequence[tuple[int, int, int]], batch: int) -> int:
-    """vLLM's lookup: the last range starting at or below ``batch`` (it extends past the end)."""
-    return [k for start, _, k in schedule if start <= batch][-1]
-
-
 def compare_policies(ours: KPolicy, peer: KPolicy) -> list[str]:
     """Short lines saying where the two schedules differ and why."""
     if ours.refused or peer.refused:
@@ -208,7 +204,7 @@ def compare_policies(ours: KPolicy, peer: KPolicy) -> list[str]:
     measured, peer_end = set(peer_at), peer.schedule[-1][1]
     spans: list[tuple[int, int, tuple[int, int]]] = []
     for batch in range(1, max(ours.schedule[-1][1], peer_end) + 1):
-        pair = (_k_at(ours.schedule, batch), _k_at(peer.schedule, batch))
+        pair = (k_at_batch(ours.schedule, batch), k_at_batch(peer.schedule, batch))
         if batch in measured or pair[0] == pair[1]:
             continue
         if spans and spans[-1][1] == batch - 1 and spans[-1][2] == pair and (spans[-1][0] > peer_end) == (

@@ -127,3 +127,25 @@ def test_more_concurrency_never_lowers_steady_throughput(law: LinearStep, output
     low = _run(law, concurrency, shapes=shapes, requests=concurrency * rounds)
     high = _run(law, concurrency + 1, shapes=shapes, requests=(concurrency + 1) * rounds)
     assert _tps(high) >= _tps(low) * (1 - 1e-9)
+
+
+def test_a_k_schedule_looks_k_up_by_the_requests_each_step_schedules() -> None:
+    """vLLM's num_speculative_tokens_per_batch_size, simulated (issue 33): one k at every batch is
+    that fixed k, step for step; k = 0 from batch 2 up drafts only while one request runs."""
+    always = Speculation(k=2, per_position=(1.0, 1.0), draft_rate=1.0)
+    slow_draft = LinearStep(5.0, 0.0, 0.0, 0.0, 1.0)
+
+    def schedule(k_by_batch: dict[int, int]) -> Simulated:
+        def at(batch: int) -> tuple[LinearStep, Speculation | None]:
+            k = k_by_batch.get(batch, k_by_batch[max(k_by_batch)])
+            return (slow_draft, always) if k else (FLAT, None)
+        return simulate(slow_draft, "draft_model", SHAPES, ClosedLoad(3), EngineLimits(64), always, requests=6,
+                        overhead_ms=0.0, rng=np.random.default_rng(0), by_batch=at)
+
+    fixed = _run(slow_draft, 3, requests=6, spec=always)
+    assert schedule({1: 2}).records == fixed.records
+    switching = schedule({1: 2, 2: 0})
+    assert switching.records != fixed.records
+    # every request ran beside others: each decode step emitted one token (no drafting at batch 2-3)
+    assert all(set(r.chunk_tokens) == {1} for r in switching.records[:3])
+    assert {n for r in fixed.records for n in r.chunk_tokens} > {1}

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("name", ["demo-cpu.yaml", "llama70b-h200.yaml", "llama70b-h200-nightly.yaml"])
+@pytest.mark.parametrize("name", ["demo-cpu.yaml", "demo-policy-cpu.yaml", "llama70b-h200.yaml",
+                                  "llama70b-h200-nightly.yaml"])
 def test_shipped_configs_exit_0(name: str) -> None:
     result = runner.invoke(app, ["validate", str(ROOT / "configs" / name), "--json"])
     assert result.exit_code == 0, result.output

@@ -24,6 +24,11 @@ def parse_sweep_config(text: str, source: str) -> SweepConfig:
     if not isinstance(data, dict):
         raise InputError(f"{source}: expected a mapping of config sections at the top level")
     lines = _line_index(node)
+    for index, arm in enumerate(data.get("arms") or []):
+        if isinstance(arm, dict) and "policy_of" in arm:  # only a sweep's own policy stage sets it
+            line = _nearest_line(lines, ("arms", index, "policy_of"))
+            raise InputError(f"{source}:{line}: arms[{index}].policy_of: set by the sweep for a measured k policy "
+                             "(policy.measure), never in a config")
     try:
         return SweepConfig.model_validate(data)
     except ValidationError as err:

@@ -48,10 +48,12 @@ def test_a_schedule_and_a_list_value_reach_the_speculative_config_unchanged(tmp_
     assert passed["enable_adaptive_verification"] is True
 
 
-def test_a_k_below_the_schedule_or_a_key_the_arm_sets_itself_is_refused(tmp_path: Path) -> None:
+def test_a_k_below_the_schedule_or_a_key_set_elsewhere_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"below its num_speculative_tokens_per_batch_size's largest k 3"):
         load(_with_draft(tmp_path, f"  - {{name: draft, method: draft_model, k: [2], speculative_extra: "
                                    f"{{{SCHEDULE_KEY}: {SCHEDULE}}}}}"))
+    with pytest.raises(InputError, match=r"sweep.yaml:\d+: arms\[1\].policy_of: set by the sweep"):
+        load(_with_draft(tmp_path, "  - {name: draft, method: draft_model, k: [2], policy_of: draft}"))
     with pytest.raises(InputError, match=r"speculative_extra.num_speculative_tokens is the arm's own k"):
         load(_with_draft(tmp_path, "  - {name: draft, method: draft_model, k: [2], "
                                    "speculative_extra: {num_speculative_tokens: 4}}"))

@@ -15,7 +15,9 @@ every concurrency), and prints, against the measured held-out cells:
   sweep's own interval for the cell excludes 1) apart from the undecided ones (it holds 1: there
   no predictor can be right or wrong);
 - the error of the crossover concurrency (the first grid level where the speedup is at most 1;
-  "none" one step past the grid) in grid steps, per arm at one k and prompt class;
+  "none" one step past the grid) in grid steps, per arm at one k and prompt class, over the groups
+  whose measured crossing is decisive (every level up to it has an interval that excludes 1) apart
+  from the undecided ones, as for the sign;
 - the share of (arm, class, concurrency) groups whose predicted best k is within the measured
   tolerance of the measured best (the sweep's noise floor there, or 5 % where it has none);
 
@@ -61,6 +63,7 @@ from specfleet.perfmodel.accuracy import (
     best_k,
     best_k_right,
     better,
+    crossover_decisive,
     crossover_error,
     crossover_index,
     mape,
@@ -433,7 +436,10 @@ GOALS = (
     Goal("sign", "speedup sign right on decisive held-out cells (measured interval excludes 1)", False, 0.90),
     Goal("sign_undecided", "speedup sign on undecided held-out cells (measured interval holds 1; no goal)", False,
          None, scored=False),
-    Goal("crossover", "crossover concurrency error (grid steps, mean absolute)", True, None),
+    Goal("crossover", "crossover concurrency error on decisive groups (grid steps, mean absolute; every measured "
+         "level up to the crossing excludes 1)", True, None),
+    Goal("crossover_undecided", "crossover concurrency error on undecided groups (a measured level up to the "
+         "crossing holds 1; no goal)", True, None, scored=False),
     Goal("best_k", "best k within the measured tolerance", False, 0.80),
 )
 
@@ -457,7 +463,7 @@ def goal_met(goal: Goal, scores: Mapping[str, Score]) -> str:
 def format_score(goal: Goal, score: Score) -> str:
     if score.value is None:
         return "n/a"
-    if goal.key == "crossover":
+    if goal.key.startswith("crossover"):
         return f"{score.value:.2f} (n={score.n})"
     if goal.lower_is_better:
         return f"{100 * score.value:.1f} % (n={score.n})"
@@ -533,7 +539,7 @@ def evaluate(config: SweepConfig, cells: Sequence[CellResult], measured: Measure
     held = set(held_out)
 
     cross_rows: list[dict[str, object]] = []
-    errors: dict[str, list[int | None]] = {n: [] for n in PREDICTORS}
+    errors: dict[bool, dict[str, list[int | None]]] = {d: {n: [] for n in PREDICTORS} for d in (True, False)}
     groups = sorted({(p.arm, p.k, p.prompt_class, p.sampling) for p in speculative})
     for arm, k, klass, sampling in groups:
         levels = [Point(arm, k, klass, c, sampling) for c in grid]
@@ -543,14 +549,16 @@ def evaluate(config: SweepConfig, cells: Sequence[CellResult], measured: Measure
         seqs = {n: [value(n, p, "speedup") for p in levels] for n in PREDICTORS}
         got = {n: crossover_error(seqs[n], truth_seq) for n in PREDICTORS}
         known = all(e is not None for e in got.values())
+        decided = crossover_decisive(truth_seq, [decisive.get(p) for p in levels])
         for n in PREDICTORS:
-            errors[n].append(got[n] if known else None)
+            errors[decided][n].append(got[n] if known else None)
         cross_rows.append({
             "group": f"{arm}-k{k} / {klass} / {sampling}", "measured": _crossing(crossover_index(truth_seq), grid),
             **{n: _crossing(crossover_index(seqs[n]), grid) for n in PREDICTORS},
-            **{f"{n}_steps": got[n] for n in PREDICTORS}, "scored": known,
+            **{f"{n}_steps": got[n] for n in PREDICTORS}, "scored": known, "decisive": decided,
             "measured_speedups": truth_seq, **{f"{n}_speedups": seqs[n] for n in PREDICTORS}})
-    scores["crossover"] = {n: mean_steps(errors[n]) for n in PREDICTORS}
+    scores["crossover"] = {n: mean_steps(errors[True][n]) for n in PREDICTORS}
+    scores["crossover_undecided"] = {n: mean_steps(errors[False][n]) for n in PREDICTORS}
 
     floors = baseline_noise(cells)
     multi_k = {s.name: sorted(s.k) for s in config.arms if s.method != "baseline" and len(s.k) > 1}
@@ -632,10 +640,10 @@ def print_details(evaluation: Evaluation, console: Console) -> None:
                                           for figure in (*FIGURES, "speedup")))
     console.print(table)
     cross = Table(title="crossover concurrency (first level with speedup <= 1; none: past the grid)")
-    for column in ("group", "measured", *PREDICTORS, "scored"):
+    for column in ("group", "measured", *PREDICTORS, "scored", "decisive"):
         cross.add_column(column)
     for row in evaluation.crossover:
-        cross.add_row(*(_fmt(row[c]) for c in ("group", "measured", *PREDICTORS, "scored")))
+        cross.add_row(*(_fmt(row[c]) for c in ("group", "measured", *PREDICTORS, "scored", "decisive")))
     console.print(cross)
     best = Table(title="best k (right: within the tolerance of the measured best, in measured speedup)")
     for column in ("group", "measured_best_k", *(f"{n}_best_k" for n in PREDICTORS),

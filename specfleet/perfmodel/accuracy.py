@@ -8,7 +8,8 @@ model, a plain one) is scored by the same functions.
   (a speedup of exactly 1 is "no speedup").
 - ``crossover_index`` and ``crossover_errors``: the first grid level where the speedup is at
   most 1 ("none": one step past the grid), and the predicted one's distance from the measured
-  one in grid steps.
+  one in grid steps; ``crossover_decisive``: whether the measurement places the crossing at all
+  (every level up to it decisive), as the sign is scored on decisive cells only.
 - ``best_k_right`` and ``share``: whether the predicted best k is within a tolerance of the
   measured best, in measured speedup.
 """
@@ -82,6 +83,18 @@ def crossover_error(predicted: Sequence[float | None], measured: Sequence[float 
         raise ValueError(f"grids differ: {len(predicted)} predicted levels, {len(measured)} measured")
     p, m = crossover_index(predicted), crossover_index(measured)
     return None if p is None or m is None else abs(p - m)
+
+
+def crossover_decisive(measured: Sequence[float | None], decisive: Sequence[bool | None]) -> bool:
+    """Whether the measured crossing is beyond the noise: every level up to and including the first
+    at most 1 (every level when none is) has a measured interval that excludes 1. Where one holds 1
+    the crossing could lie a step either side, and no predictor can be right or wrong about it."""
+    if len(decisive) != len(measured):
+        raise ValueError(f"grids differ: {len(measured)} measured levels, {len(decisive)} decisive flags")
+    index = crossover_index(measured)
+    if index is None:
+        return False
+    return all(flag is True for flag in decisive[:index + 1])
 
 
 def mean_steps(errors: Sequence[int | None]) -> Score:

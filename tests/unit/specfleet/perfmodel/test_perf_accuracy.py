@@ -7,6 +7,7 @@ from specfleet.perfmodel.accuracy import (
     best_k,
     best_k_right,
     better,
+    crossover_decisive,
     crossover_error,
     crossover_index,
     mape,
@@ -74,6 +75,20 @@ def test_crossover_error_in_grid_steps() -> None:
     assert crossover_error([1.2, None, 0.8], [1.3, 0.95, 0.9]) is None
     with pytest.raises(ValueError, match="grids differ"):
         crossover_error([1.0], [1.0, 1.0])
+
+
+@pytest.mark.parametrize(("speedups", "decisive", "decided"), [
+    ([1.4, 1.1, 0.9], [True, True, True], True),
+    ([1.4, 1.1, 0.9], [True, False, True], False),  # 1.1 may be below 1: the crossing may be a step earlier
+    ([1.4, 0.9, 0.8], [True, True, None], True),  # past the crossing nothing matters
+    ([0.8, 1.2, 1.3], [False, True, True], False),  # the crossing level itself holds 1
+    ([1.4, 1.2, 1.1], [True, True, True], True),  # none: every level decisive
+    ([1.4, 1.2, 1.1], [True, True, None], False),  # none, but one level was never decided
+    ([1.4, None, 0.9], [True, True, True], False),  # an unknown level: no measured crossing
+])
+def test_a_crossing_is_decisive_when_every_level_up_to_it_is(speedups: list[float | None],
+                                                             decisive: list[bool | None], decided: bool) -> None:
+    assert crossover_decisive(speedups, decisive) is decided
 
 
 def test_mean_steps() -> None:

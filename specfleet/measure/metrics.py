@@ -161,10 +161,12 @@ class Chunks:
         return _ms(self.arrival_ns[self.first[has] + self.count[has] - 1] - self.send_ns[has])
 
     def tpot_ms(self) -> FloatArray:
+        """Per record as ``RequestRecord.tpot_ns``: none for a stream read in one go (a 0 ns span)."""
         streamed = self.streamed
         has = (self.count > 0) & (streamed >= 2)
         span_ns = self.arrival_ns[self.first[has] + self.count[has] - 1] - self.arrival_ns[self.first[has]]
-        return _ms(span_ns / (streamed[has] - 1))
+        timed = span_ns > 0
+        return _ms(span_ns[timed] / (streamed[has][timed] - 1))
 
     def itl_per_chunk_ns(self) -> IntArray:
         ends = self._gap_ends()

@@ -106,9 +106,11 @@ class RequestRecord:
 
     @property
     def tpot_ns(self) -> float | None:
-        """(E2E - TTFT) / (tokens - 1), for requests with more than one output token."""
+        """(E2E - TTFT) / (tokens - 1), for requests with more than one output token. None when the
+        whole stream arrived in one read (its last chunk at its first's time): the client did not
+        time its tokens apart, and 0 ms would be the reader's figure, not the engine's."""
         tokens = self.streamed_tokens
-        if tokens < 2 or not self.chunk_ns:
+        if tokens < 2 or not self.chunk_ns or self.chunk_ns[-1] == self.chunk_ns[0]:
             return None
         return (self.chunk_ns[-1] - self.chunk_ns[0]) / (tokens - 1)
 

@@ -96,6 +96,15 @@ def test_single_token_request_has_ttft_but_no_tpot_or_itl() -> None:
     assert itl_per_chunk_series_ms(records) == []
 
 
+def test_a_stream_read_in_one_go_has_no_tpot_rather_than_0_ms() -> None:
+    whole = create_record(100, [(140, 1), (140, 3), (140, 4)])  # every chunk in the same read
+    late = create_record(100, [(140, 1), (170, 3), (170, 4)])  # the rest in a later read: a span to time
+    assert whole.tpot_ns is None and late.tpot_ns == pytest.approx(30 * MS / 7)
+    assert tpot_series_ms([whole, late]) == [pytest.approx(30 / 7)]
+    assert tpot_series_ms([whole]) == []
+    assert ttft_series_ms([whole]) == [40.0] and e2e_series_ms([whole]) == [40.0]
+
+
 def test_failed_requests_are_left_out_of_latency_series() -> None:
     records = [create_record(100, [(110, 1)]), create_record(100, [(190, 1), (200, 1)], error="HTTP 500")]
     assert ttft_series_ms(records) == [10.0]

@@ -26,6 +26,12 @@ subset; linear interpolation between the fitted neighbours in k and concurrency;
 form, ``specfleet/economics/theory.py``, fed with the fitted cells' acceptance), then a markdown
 table with the goals, and writes it and every row to ``SWEEP_DIR/model_accuracy.json``.
 
+``--config benchmarks/configs/perfmodel-dense-wide.yaml`` runs it on the wide target
+(``tasks/fixtures/wide.py``: the fixture target's function at a 300 MB step, so the draft is cheap
+next to it and the speedups clear the CPU's noise). The model predicts each held-out cell as the
+sweep measured it: cells of the sweep's requests per cell, each from an idle engine
+(``PredictionQuery.cell_requests``).
+
 Only held-out points are scored, everywhere: a crossover group (an arm at one k, one class) or a
 best-k group (an arm, one class, one concurrency) is scored only when every point in it is held
 out; fitted points are inputs only (issue 32: scoring groups that hold fitted points let the
@@ -388,10 +394,12 @@ class ModelPredictor:
     """The performance model calibrated on the fitted subset; a cell it cannot predict (``InputError``,
     for example no fitted cell of the arm on the class) has no figures, and the reason is kept."""
 
-    def __init__(self, calibration: Calibration, requests: int, seed: int) -> None:
+    def __init__(self, calibration: Calibration, requests: int, seed: int, cell_requests: int | None = None) -> None:
         self.calibration = calibration
         self.requests = requests
         self.seed = seed
+        self.cell_requests = cell_requests
+        """The sweep's requests per cell: each prediction is of a cell as the sweep measured it."""
         self.cache: dict[Point, Figures] = {}
         self.errors: dict[Point, str] = {}
         self.extrapolates: dict[Point, list[str]] = {}
@@ -401,7 +409,8 @@ class ModelPredictor:
             try:
                 got = predict(self.calibration, PredictionQuery(
                     arm=point.arm, k=point.k or None, prompt_class=point.prompt_class, concurrency=point.concurrency,
-                    sampling=point.sampling, requests=self.requests, seed=self.seed))
+                    sampling=point.sampling, requests=self.requests, seed=self.seed,
+                    cell_requests=self.cell_requests))
             except InputError as err:
                 self.errors[point] = str(err)
                 self.cache[point] = NONE
@@ -683,7 +692,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit-ks", action="append", metavar="[ARM=]K,K",
                         help="k to fit on: for every speculative arm (K,K) or one arm (ARM=K,K); repeatable; "
                              "default 2,4")
-    parser.add_argument("--requests", type=int, default=256, help="requests simulated per prediction")
+    parser.add_argument("--requests", type=int, default=256, help="requests simulated per prediction (as cells of "
+                        "the sweep's requests per cell, each from an idle engine)")
     parser.add_argument("--synthetic", metavar="SWEEP", help="a stored synthetic calibration sweep "
                         "(benchmarks/configs/perfmodel-synthetic.yaml) whose SYNTHETIC cells the model is also "
                         "fitted on (step cost only; never scored, never an acceptance source)")
@@ -757,7 +767,7 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
         fit_cells += synthetic.cells
         fit_records.update(synthetic.records)
     calibration = calibrate(sweep_id, fit_config, fit_cells, fit_records, keep=keep, seed=seed, resamples=resamples)
-    model = ModelPredictor(calibration, requests, seed)
+    model = ModelPredictor(calibration, requests, seed, config.load.requests_per_cell)
     form = closed_form(config, measured, fit)
     fitted = {p: f for p, f in measured.figures.items() if fit.fits(p)}
     decisive = decisive_points(config, decisions)

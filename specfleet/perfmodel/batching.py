@@ -24,7 +24,7 @@ with the very code that computes the measured ones.
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -223,4 +223,38 @@ def simulate(
         mean_batch=StepBatch(method=method, k=k, decode_seqs=float(mean[0]), prefill_tokens=float(mean[1]),
                              context_tokens=float(mean[2]), draft_tokens=float(mean[3])),
         steps=steps, max_decode_seqs=max_decode, kv_limited_steps=kv_limited,
+    )
+
+
+def simulate_cells(run: Callable[[int], Simulated], requests: int, cell_requests: int) -> Simulated:
+    """About ``requests`` requests simulated as a sweep measures them: cells of ``cell_requests``
+    each, every one started on an idle engine (the load client sends a closed-loop cell's first N at
+    once and the last ones drain at a smaller batch), laid end to end. A cell of 12 requests at
+    concurrency 8 runs its last 4 at half the batch and starts with 8 prefills queued: a long run's
+    steady state would overstate its throughput (issue 32, the wide dense benchmark)."""
+    cells = [run(cell_requests) for _ in range(max(1, round(requests / cell_requests)))]
+    records: list[RequestRecord] = []
+    start_ns = 0
+    for cell in cells:
+        shift = start_ns - min(r.send_ns for r in cell.records)
+        for r in cell.records:
+            records.append(replace(r, index=len(records), send_ns=r.send_ns + shift,
+                                   chunk_ns=tuple(t + shift for t in r.chunk_ns),
+                                   end_ns=None if r.end_ns is None else r.end_ns + shift))
+        start_ns = max(r.end_ns if r.end_ns is not None else r.send_ns for r in records)
+    steps = sum(c.steps for c in cells)
+
+    def mean(value: Callable[[StepBatch], float]) -> float:
+        return sum(value(c.mean_batch) * c.steps for c in cells) / max(steps, 1)
+
+    first = cells[0].mean_batch
+    return Simulated(
+        records=records,
+        mean_batch=StepBatch(method=first.method, k=first.k, decode_seqs=mean(lambda b: b.decode_seqs),
+                             prefill_tokens=mean(lambda b: b.prefill_tokens),
+                             context_tokens=mean(lambda b: b.context_tokens),
+                             draft_tokens=mean(lambda b: b.draft_tokens)),
+        steps=steps, max_decode_seqs=max(c.max_decode_seqs for c in cells),
+        kv_limited_steps=sum(c.kv_limited_steps for c in cells),
+        notes=list(dict.fromkeys(n for c in cells for n in c.notes)),
     )

@@ -42,6 +42,7 @@ from specfleet.perfmodel.batching import (
     Simulated,
     Speculation,
     simulate,
+    simulate_cells,
 )
 from specfleet.perfmodel.calibrate import Calibration
 from specfleet.perfmodel.step_time import LinearStep
@@ -75,6 +76,10 @@ class PredictionQuery:
     sampling: str | None = None
     requests: int = DEFAULT_REQUESTS
     seed: int = 0
+    cell_requests: int | None = None
+    """Predict a measured cell of this many requests (``load.requests_per_cell``): the requests are
+    simulated as such cells, each from an idle engine (``simulate_cells``); None: one long run, the
+    load's steady state."""
 
 
 @dataclass(frozen=True)
@@ -166,9 +171,15 @@ def _simulate(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptanceProfil
         law, speculation = at(k, scale, bound)
         schedule = spec.schedule
         by_batch = None if schedule is None else (lambda batch: at(k_at_batch(schedule, batch), scale, bound))
-        return simulate(law, spec.method, workload, load, limits, speculation, requests=query.requests,
-                        overhead_ms=cal.overhead_ms, rng=np.random.default_rng(query.seed), jitter=jitter,
-                        by_batch=by_batch)
+        rng = np.random.default_rng(query.seed)
+
+        def requests(count: int) -> Simulated:
+            return simulate(law, spec.method, workload, load, limits, speculation, requests=count,
+                            overhead_ms=cal.overhead_ms, rng=rng, jitter=jitter, by_batch=by_batch)
+
+        if query.cell_requests is None:
+            return requests(query.requests)
+        return simulate_cells(requests, query.requests, query.cell_requests)
 
     point = run(1.0, "point")
     scales = cal.law.replicate_scales([point.mean_batch])
@@ -239,8 +250,9 @@ def _extrapolates(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptancePr
     return out
 
 
-BaselineKey = tuple[str, SimLoad, int, int]
-"""(prompt class, load, simulated requests, seed): what the baseline's simulation depends on."""
+BaselineKey = tuple[str, SimLoad, int, int, int | None]
+"""(prompt class, load, simulated requests, seed, requests per cell): what the baseline's simulation
+depends on."""
 
 
 class Predictor:
@@ -305,7 +317,7 @@ def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKe
             raise InputError(f"{cal.sweep_id}: no usable cell of arm {source} on {query.prompt_class} "
                              f"({sampling}) to take its acceptance from" + (f": {why}" if why else ""))
     runs = _simulate(cal, spec, k, profile, shapes, load, query)
-    key: BaselineKey = (query.prompt_class, load, query.requests, query.seed)
+    key: BaselineKey = (query.prompt_class, load, query.requests, query.seed, query.cell_requests)
     figures = _runs_figures(cal, runs)
     base_figures: dict[Run, _Figures] | None = None
     if spec.method == "baseline":

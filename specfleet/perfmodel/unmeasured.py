@@ -14,11 +14,12 @@ from specfleet.planning.prediction import Prediction
 from specfleet.results import CellResult, RequestRecord
 
 
-def _query(identity: CellIdentity, seed: int) -> PredictionQuery:
+def _query(identity: CellIdentity, seed: int, cell_requests: int) -> PredictionQuery:
+    """The cell as the sweep would have measured it: cells of its requests each (``simulate_cells``)."""
     return PredictionQuery(arm=identity.arm, prompt_class=identity.prompt_class, sampling=identity.sampling,
                            concurrency=identity.concurrency,
                            rate_per_s=identity.load_value if identity.load_mode == "rate" else None, seed=seed,
-                           requests=QUICK_REQUESTS)
+                           requests=QUICK_REQUESTS, cell_requests=cell_requests)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def not_measured_cells(config: SweepConfig, sources: Sequence[CalibrationSource]
     found: dict[PredictionQuery, tuple[Prediction | None, str | None]] = {}
     out = []
     for cell in skipped:
-        query = _query(cell.identity, seed)
+        query = _query(cell.identity, seed, config.load.requests_per_cell)
         if query not in found:
             found[query] = _first_prediction((calibration(i) for i in range(len(sources))), query)
         prediction, note = found[query]

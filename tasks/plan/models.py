@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from tasks.fixtures.build import BuildProgress
 
 FIXTURE_PREFIX = "fixture:"
+WIDE = "target-wide"
+"""The benchmark-only fixture: the target with its MLPs widened, same function (``tasks/fixtures/wide.py``)."""
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "tokenizer.model", "vocab.json", "merges.txt",
@@ -34,7 +36,8 @@ def model_names(config: SweepConfig) -> list[str]:
 def resolve_models(config: SweepConfig, cache_root: Path | None = None,
                    progress: "BuildProgress | None" = None) -> dict[str, str]:
     """Map ``fixture:target|draft|tokenizer`` to built fixture dirs (building them the first time,
-    reporting to ``progress``); check local paths exist."""
+    reporting to ``progress``) and the benchmarks' ``fixture:target-wide`` to the target widened
+    next to them (``tasks/fixtures/wide.py``); check local paths exist."""
     resolved: dict[str, str] = {}
     names = model_names(config)
     if any(n.startswith(FIXTURE_PREFIX) for n in names):
@@ -45,8 +48,14 @@ def resolve_models(config: SweepConfig, cache_root: Path | None = None,
         for name in names:
             if name.startswith(FIXTURE_PREFIX):
                 which = name.removeprefix(FIXTURE_PREFIX)
+                if which == WIDE:
+                    from tasks.fixtures.wide import widen
+
+                    resolved[name] = str(widen(fixtures.target, fixtures.target.with_name(WIDE)))
+                    continue
                 if which not in table:
-                    raise InputError(f"models: unknown fixture {name!r} (expected fixture:target|draft|tokenizer)")
+                    raise InputError(f"models: unknown fixture {name!r} (expected fixture:target|draft|tokenizer|"
+                                     f"{WIDE})")
                 resolved[name] = str(table[which])
     for name in names:
         if name in resolved:

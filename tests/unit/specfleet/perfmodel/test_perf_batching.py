@@ -14,6 +14,7 @@ from specfleet.perfmodel.batching import (
     Simulated,
     Speculation,
     simulate,
+    simulate_cells,
 )
 from specfleet.perfmodel.step_time import LinearStep
 
@@ -149,3 +150,18 @@ def test_a_k_schedule_looks_k_up_by_the_requests_each_step_schedules() -> None:
     # every request ran beside others: each decode step emitted one token (no drafting at batch 2-3)
     assert all(set(r.chunk_tokens) == {1} for r in switching.records[:3])
     assert {n for r in fixed.records for n in r.chunk_tokens} > {1}
+
+
+def test_cells_laid_end_to_end_keep_each_cells_burst_and_drain() -> None:
+    """12 requests at concurrency 8 as the sweep measures them: the last 4 run at half the batch, so
+    the cell's throughput is below a long run's, and three cells give the one cell's figures."""
+    law = FLAT
+    one = _run(law, 8, requests=12)
+    cells = simulate_cells(lambda n: _run(law, 8, requests=n), 36, 12)
+    assert len(cells.records) == 36 and [r.index for r in cells.records] == list(range(36))
+    assert _tps(cells) == pytest.approx(_tps(one), rel=1e-6)
+    assert _tps(one) < 0.95 * _tps(_run(law, 8, requests=36))
+    assert cells.steps == 3 * one.steps and cells.mean_batch.decode_seqs == pytest.approx(one.mean_batch.decode_seqs)
+    ends = [max(r.end_ns or 0 for r in cells.records[i:i + 12]) for i in (0, 12, 24)]
+    starts = [min(r.send_ns for r in cells.records[i:i + 12]) for i in (0, 12, 24)]
+    assert starts[1] == ends[0] and starts[2] == ends[1]  # each cell from an idle engine, one after another

@@ -169,3 +169,20 @@ def test_missing_per_position_counters_give_no_acceptance_and_a_reason(sweep: Sw
     assert "per-position" in cal.acceptance_missing[("draft", "code", "greedy")]
     with pytest.raises(InputError, match="per-position"):
         predict(cal, PredictionQuery(arm="draft", k=2, prompt_class="code", concurrency=2))
+
+
+@pytest.mark.parametrize("arm", ["baseline", "draft-k4"])
+def test_a_cell_predicted_as_measured_is_nearer_the_cell_than_the_steady_state(sweep: Sweep, arm: str) -> None:
+    """A measured cell of 32 requests at concurrency 8 starts from an idle engine and drains at a
+    smaller batch: predicted as such cells it is nearer the measurement than one long run."""
+    cal = _calibrate(sweep)
+    measured = _measured(sweep, arm, 8).throughput.output_tokens_per_s
+    assert measured is not None
+
+    def error(cell_requests: int | None) -> float:
+        got = predict(cal, PredictionQuery(arm=arm, prompt_class="code", concurrency=8, requests=256,
+                                           cell_requests=cell_requests)).output_tokens_per_s
+        assert got is not None
+        return abs(got / measured - 1)
+
+    assert error(REQUESTS) < error(None)

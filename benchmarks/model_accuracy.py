@@ -39,7 +39,7 @@ nearest cell echo its own training data).
 
     python benchmarks/model_accuracy.py [--sweep SWEEP_ID_OR_DIR] [--results-dir results]
         [--config benchmarks/configs/perfmodel-dense.yaml] [--fit-loads 1,4] [--fit-ks 2,4]
-        [--fit-ks ARM=K,K] [--requests 256]
+        [--fit-ks ARM=K,K] [--requests 1024] [--seed N]
 """
 
 import argparse
@@ -692,8 +692,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit-ks", action="append", metavar="[ARM=]K,K",
                         help="k to fit on: for every speculative arm (K,K) or one arm (ARM=K,K); repeatable; "
                              "default 2,4")
-    parser.add_argument("--requests", type=int, default=256, help="requests simulated per prediction (as cells of "
+    parser.add_argument("--requests", type=int, default=1024, help="requests simulated per prediction (as cells of "
                         "the sweep's requests per cell, each from an idle engine)")
+    parser.add_argument("--seed", type=int, help="the model's seed (calibration bootstrap, jitter and simulation); "
+                        "default: the config's analysis.seed")
     parser.add_argument("--synthetic", metavar="SWEEP", help="a stored synthetic calibration sweep "
                         "(benchmarks/configs/perfmodel-synthetic.yaml) whose SYNTHETIC cells the model is also "
                         "fitted on (step cost only; never scored, never an acceptance source)")
@@ -720,7 +722,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         decisions = data.summary.decisions if data.summary is not None else []
         extra = None if args.synthetic is None else StoredSweep.find(args.synthetic, args.results_dir)
         return report(data.id, data.dir, data.config, data.cells, data.records, fit, args.requests, console,
-                      decisions=decisions, synthetic=None if extra is None else SyntheticCells.of(extra))
+                      decisions=decisions, synthetic=None if extra is None else SyntheticCells.of(extra),
+                      seed=args.seed)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -752,7 +755,8 @@ class SyntheticCells:
 
 def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[CellResult],
            records: Mapping[str, Sequence[RequestRecord]], fit: FitSubset, requests: int, console: Console,
-           resamples: int = 200, decisions: Sequence[Decision] = (), synthetic: SyntheticCells | None = None) -> int:
+           resamples: int = 200, decisions: Sequence[Decision] = (), synthetic: SyntheticCells | None = None,
+           seed: int | None = None) -> int:
     spec_names = {p.arm: p.spec_name for p in arm_plans(config)}
     measured = measure(config, cells)
 
@@ -760,7 +764,7 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
         point = point_of(ident, spec_names)
         return ident.synthetic or (point is not None and fit.fits(point))
 
-    seed = config.analysis.seed
+    seed = config.analysis.seed if seed is None else seed
     fit_config, fit_cells, fit_records = config, list(cells), dict(records)
     if synthetic is not None:
         fit_config = synthetic.joined(config)
@@ -791,7 +795,7 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
     header = [
         f"Sweep `{sweep_id}` on {box['cores']} cores ({box['cpu_model'] or box['processor'] or 'unknown CPU'}); "
         f"fitted on {fitted_on}; held out: {len(evaluation.held_out)} configurations ({runs} measured cells, "
-        "both baseline phases pooled).",
+        f"both baseline phases pooled). The model simulates {requests} requests per prediction, seed {seed}.",
         "Speedup: SLO-qualified tokens/s over the baseline's main-phase cells at the same class and load (the "
         "decisions' basis; over its end-of-sweep cells where no main-phase one was usable, named below). "
         "Best-k tolerance: the sweep's noise floor for the configuration, or 5 % where it has none. "
@@ -805,7 +809,7 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
         print(f"note: {note}")
     out = sweep_dir / OUTPUT_FILE
     out.write_text(json.dumps({
-        "sweep_id": sweep_id, "machine": box, "fit": fitted_on,
+        "sweep_id": sweep_id, "machine": box, "fit": fitted_on, "seed": seed, "simulated_requests": requests,
         "synthetic_sweep": None if synthetic is None else synthetic.sweep_id,
         "held_out_configurations": len(evaluation.held_out), "held_out_cells": runs,
         "table_markdown": table, "header": header,

@@ -7,7 +7,9 @@ in. For each gap, the step's batch is read off all the cell's records at the gap
 - decode sequences: requests whose first chunk came before the midpoint and whose last did not;
 - context tokens: their prompts plus the tokens each had received by the midpoint;
 - prefill tokens: the prompts of requests whose first chunk (the end of their prefill step)
-  arrived nearest to this gap's closing chunk;
+  arrived nearest to this gap's closing chunk; one nearest to the request's own first chunk was
+  prefilled in the same step as the request, before its first gap, and the client merely read it
+  a little later: it is in none of the request's gaps;
 - draft tokens verified: decode sequences x the cell's proposed draft tokens per decode step
   (from its counters: ``num_draft_tokens`` / the decode steps its streams show).
 
@@ -97,7 +99,8 @@ def gap_batches(records: Sequence[RequestRecord], draft_tokens_per_seq: float) -
             f = first[others]
             idx = np.clip(np.searchsorted(t, f), 1, t.size - 1)
             nearest = np.where(np.abs(t[idx - 1] - f) < np.abs(t[idx] - f), idx - 1, idx)
-            np.add.at(prefill, np.clip(nearest - 1, 0, mids.size - 1), prompts[others])
+            joined = nearest >= 1
+            np.add.at(prefill, np.minimum(nearest[joined] - 1, mids.size - 1), prompts[others][joined])
         out.append(GapBatches(gap_ms=np.diff(t) / NS_PER_MS, decode_seqs=decode, prefill_tokens=prefill,
                               context_tokens=context, draft_tokens=decode * draft_tokens_per_seq))
     return out

@@ -92,12 +92,24 @@ SHAPE_LISTS = st.lists(st.builds(RequestShape, st.just("p"), st.integers(1, 200)
 
 
 @settings(max_examples=40, deadline=None)
-@given(LAWS, SHAPE_LISTS, st.integers(1, 8), st.floats(0.0, 20.0), st.floats(0.1, 1.0))
+@given(LAWS, SHAPE_LISTS, st.integers(1, 8), st.floats(0.1, 1.0))
 def test_a_cheaper_step_never_lowers_throughput(law: LinearStep, shapes: list[RequestShape], concurrency: int,
-                                                overhead: float, factor: float) -> None:
-    slow = _run(law, concurrency, shapes=shapes, requests=24, overhead_ms=overhead)
-    fast = _run(law.scaled(factor), concurrency, shapes=shapes, requests=24, overhead_ms=overhead)
+                                                factor: float) -> None:
+    """Without a request overhead: with one, see the next test."""
+    slow = _run(law, concurrency, shapes=shapes, requests=24)
+    fast = _run(law.scaled(factor), concurrency, shapes=shapes, requests=24)
     assert _tps(fast) >= _tps(slow) * (1 - 1e-9)
+
+
+def test_with_a_request_overhead_a_cheaper_step_can_miss_the_next_step_boundary() -> None:
+    """A request joins the batch at a step boundary, as vLLM's scheduler admits it: ready 1 ms after
+    its predecessor finished, it joins at once on 1 ms steps and waits 0.75 ms on 0.875 ms ones, so
+    the cheaper step lowers throughput here (hypothesis found the case)."""
+    law = LinearStep(1.0, 0.0, 0.0, 0.0, 0.0)
+    shapes = [RequestShape("p", 1, 2)]
+    slow = _run(law, 2, shapes=shapes, requests=24, overhead_ms=1.0)
+    fast = _run(law.scaled(0.875), 2, shapes=shapes, requests=24, overhead_ms=1.0)
+    assert _tps(fast) < 0.9 * _tps(slow)
 
 
 @settings(max_examples=40, deadline=None)

@@ -5,6 +5,7 @@ its prediction (PREDICTED), while decisions treat them as missing (the verdict a
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,31 @@ def test_a_calibrated_budget_counts_on_the_slowest_start_and_the_longest_time_af
     budget = cell_budget(_plan(tmp_path), 3600, 1000.0)
     assert 71.0 < budget.server_start_s["baseline"] < 72.0  # the slower start (and the probes), not the newer's 52
     assert budget.reserve_s == pytest.approx(71.0 + 9.0)  # no opening cell measured: no twin owed yet
+
+
+def test_a_calibrated_plan_counts_the_machines_median_start_not_a_first_one_that_compiled(tmp_path: Path) -> None:
+    """The calibration sweep's opening baseline server compiled kernels (71 s, its closing one 37 s):
+    with three starts of the arm's models recorded on this machine the plan counts their median, with
+    fewer the sweep's own mean per start; the budget still counts on the slowest."""
+    earlier = _plan(tmp_path)
+    for key, ident in earlier.cells.items():
+        store_cell(earlier.store, earlier.config, ident, key, records(gap_ms=5 if ident.k is None else 4))
+    reports = [ArmReport(arm="baseline", phase=phase, cells=[], error=None,
+                         timing=ArmTiming(startup_s=startup_s, probe_s=0.0, wall_s=startup_s + 10, server_starts=1))
+               for phase, startup_s in (("main", 71.0), ("baseline_end", 37.0))]
+    earlier.store.write_json("summary.json", aggregate(earlier, reports).model_copy(
+        update={"wall_s": 160.0, "after_stages_s": 5.0}))
+    plan = _plan(tmp_path)
+    timing = plan_timing(plan)
+    assert isinstance(timing, CalibratedTiming)
+    base = next(work.arm for work in plan.work if work.arm.arm == "baseline")
+
+    def recorded(*starts_s: float) -> CalibratedTiming:
+        return replace(timing, prior=replace(timing.prior, recorded_startups_s={"baseline": list(starts_s)}))
+
+    assert recorded(71.0, 37.0).startup_s(base) == pytest.approx(54.0)  # two recorded: the sweep's mean
+    assert recorded(71.0, 37.0, 35.0).startup_s(base) == 37.0
+    assert recorded(71.0, 37.0, 35.0).startup_high_s(base) == 71.0
 
 
 def test_an_arm_none_of_whose_cells_fits_starts_no_server(tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ class PolicySpec(ContractModel):
         "at its levels adopted it) or the peer rule of vLLM's proposed tuner (vllm-project/vllm#49163: median "
         "throughput less its MAD over at least three repeats per level and k, no cost, interval or gate), which the "
         "sweep then decides on like any arm.")
+    peer_max_relative_mad: float = Field(
+        0.1, gt=0.0, le=1.0, description="The peer rule's refusal: it derives no policy where a level and k's runs "
+        "spread by more than this relative MAD (vllm#49163's default 0.1). On a small shared host three short runs "
+        "can spread past it; raise it there rather than read a refusal as a result.")
     sampling: str | None = Field(
         None, description="The sampling whose policy is measured (a k policy is derived per sampling); unset: the "
         "first of the config's sampling list.")

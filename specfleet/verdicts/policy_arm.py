@@ -16,6 +16,7 @@ from pydantic import Field
 from specfleet.contract.arms import SCHEDULE_KEY, ArmSpec, KSchedule, schedule_text
 from specfleet.contract.base import RecordModel
 from specfleet.contract.matrix import arm_plans
+from specfleet.contract.policy import PolicySpec
 from specfleet.contract.sweep import SweepConfig
 from specfleet.results.cell import CellResult
 from specfleet.verdicts.kpolicy import (
@@ -60,7 +61,8 @@ def derive_policies(config: SweepConfig, reports: Sequence[KPolicyReport], cells
     """The all-classes policy of each fixed-k speculative arm at the policy's sampling, by the
     config's ``policy.rule`` (specfleet's from ``reports``; vLLM's proposed tuner from ``cells``), as
     an arm: the arm's own settings with the schedule and k = the schedule's largest."""
-    sampling, rule = config.policy_sampling, config.policy.rule if config.policy is not None else "specfleet"
+    spec = config.policy or PolicySpec()
+    sampling, rule = config.policy_sampling, spec.rule
     plans = arm_plans(config)
     ours = {r.specfleet.spec_name: r.specfleet for r in reports if r.peer is None and r.specfleet.sampling == sampling}
     derived = []
@@ -70,7 +72,8 @@ def derive_policies(config: SweepConfig, reports: Sequence[KPolicyReport], cells
             if policy is None:
                 continue
         else:
-            policy = peer_k_policy(cells, plans, base.name, sampling=sampling, min_runs=PEER_MIN_RUNS)
+            policy = peer_k_policy(cells, plans, base.name, sampling=sampling, min_runs=PEER_MIN_RUNS,
+                                   max_relative_mad=spec.peer_max_relative_mad)
         derived.append(_policy_arm(base, policy, sampling))
     return DerivedPolicies(derived_from=sweep_id, cells=len(cells), policies=derived)
 

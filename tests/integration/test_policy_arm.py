@@ -39,7 +39,11 @@ NON_DEFAULT_ARGS = re.compile(r"non-default args: (\{.*\})")
 
 def _config(root: Path) -> Path:
     path = tiny_sweep_config(root / "policy.yaml", "it-policy", ARMS, requests=6, warmup=1, max_tokens=32,
-                             concurrency=[1, 2], policy={"measure": True, "rule": "vllm#49163"},
+                             concurrency=[1, 2],
+                             # the tuner's 0.1 refused a CI run here: three runs of six requests at batch 1
+                             # spread by 0.107 on a 2-core AMD EPYC machine (2026-12-05); this test checks the
+                             # policy arm, not the tuner's noise threshold
+                             policy={"measure": True, "rule": "vllm#49163", "peer_max_relative_mad": 0.25},
                              hardware={"accelerator": "cpu", "accelerator_hour_usd": 1.0,
                                        "peak_demand_tokens_per_s": 100_000})
     data = yaml.safe_load(path.read_text())

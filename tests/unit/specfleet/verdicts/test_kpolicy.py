@@ -3,10 +3,12 @@
 import pytest
 
 from specfleet.contract import CellIdentity, arm_plans
+from specfleet.contract.policy import PolicySpec
 from specfleet.errors import InputError
 from specfleet.results.cell import CellResult
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.kpolicy import compare_policies, k_policy_reports, peer_k_policy, specfleet_k_policy
+from specfleet.verdicts.policy_arm import derive_policies
 from tests.support.synthetic_sweep import DRAFT, NGRAM, Sweep, config, history
 
 CONFIG = config(classes=("code", "chat"), loads=(1, 4, 16), arms=(DRAFT, NGRAM))
@@ -112,6 +114,21 @@ def test_peer_rule_refuses_like_the_tool(cells: list[CellResult], why: str) -> N
     assert peer.refused is not None
     assert why in peer.refused
     assert peer.schedule == []
+
+
+def test_a_measured_peer_policy_refuses_past_the_configured_spread_only() -> None:
+    """policy.peer_max_relative_mad: runs spread by a relative MAD of 0.25 are refused at the
+    tuner's default 0.1 and derived where the config allows 0.3."""
+    cells = sweep(spread=25.0)
+
+    def derived(**policy: object) -> str | None:
+        config = CONFIG.model_copy(update={"policy": PolicySpec.model_validate(
+            {"measure": True, "rule": "vllm#49163", **policy})})
+        (draft,) = [p for p in derive_policies(config, [], cells, "s1").policies if p.spec_name == "draft"]
+        return draft.reason
+
+    assert "relative MAD 0.250 exceeds 0.100" in str(derived())
+    assert derived(peer_max_relative_mad=0.3) is None
 
 
 def test_comparison_says_where_and_why() -> None:

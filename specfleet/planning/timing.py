@@ -39,6 +39,9 @@ class PriorTiming:
     prompt_tokens_by_class: Mapping[str, float]
     recorded_startups_s: Mapping[str, Sequence[float]] = field(default_factory=dict)
     """Per arm (``ArmPlan.arm``), start-ups of servers of the same models recorded on this machine."""
+    engine_import: Callable[[], float | None] = lambda: None
+    """Seconds one process takes to import the engine's API server on the serving host, asked for only
+    when an arm has no recorded start-up; None where it cannot be timed (the stated default counts)."""
     basis: str = PRIOR_LABEL
     notes: tuple[str, ...] = (NO_ACCEPTANCE_NOTE,)
     """What the plan should say about these times."""
@@ -62,13 +65,18 @@ class PriorTiming:
     def request_overhead_ms(self) -> float:
         return self.hardware.engine.step_overhead_ms
 
+    @cached_property
+    def import_s(self) -> float | None:
+        return self.engine_import()
+
     def startup_s(self, arm: ArmPlan) -> float:
-        """The median recorded start-up of the arm's models on this machine, else the stated default."""
+        """The median recorded start-up of the arm's models on this machine, else the prior's from the
+        engine's import time on this host, else the stated default."""
         recorded = self.recorded_startups_s.get(arm.arm)
         if recorded:
             return float(statistics.median(recorded))
         draft = self.drafts.get(arm.spec_name)
-        return prior_startup_s([self.target, *([draft] if draft is not None else [])], self.hardware)
+        return prior_startup_s([self.target, *([draft] if draft is not None else [])], self.hardware, self.import_s)
 
     def probe_s(self, arm: ArmPlan) -> float | None:
         return None
@@ -77,9 +85,22 @@ class PriorTiming:
         return self.hardware.engine.sweep_overhead_s
 
     def startup_high_s(self, arm: ArmPlan) -> float:
-        """The slowest recorded start-up of the arm's models, else the default."""
+        """The slowest recorded start-up of the arm's models; else a first start on this machine (one
+        that compiles kernels: ``first_start_ratio`` over the estimate from the import), else the default."""
         recorded = self.recorded_startups_s.get(arm.arm)
-        return max(recorded) if recorded else self.startup_s(arm)
+        if recorded:
+            return max(recorded)
+        ratio = self.hardware.engine.first_start_ratio if self.import_s is not None else 1.0
+        return ratio * self.startup_s(arm)
+
+    def startup_estimate_note(self) -> str | None:
+        """What the plan says of a start-up estimated from the engine's import (None unless one was)."""
+        if "import_s" not in self.__dict__ or self.import_s is None:  # never asked for: every arm recorded
+            return None
+        engine = self.hardware.engine
+        return (f"server start-up with no start of the arm's models recorded here: {engine.startup_per_import} x "
+                f"{self.import_s:.1f} s, this machine's import of the engine's API server (a stated ratio, "
+                f"docs/performance-model.md); a budget counts a first start, {engine.first_start_ratio}x that")
 
     def after_stages_s(self) -> float:
         return self.sweep_overhead_s()

@@ -7,16 +7,22 @@ import functools
 import hashlib
 import json
 import statistics
+import subprocess
+import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from specfleet.contract import ArmPlan, SweepConfig
+from specfleet.contract.server_args import SERVER_MODULE
 from tasks.fixtures.build import default_cache_root
 from tasks.plan.versions import engine_distribution
+from tasks.store.results import atomic_write_text
 
 STARTUPS_DIR = "startups"
 KEEP = 20
 """The newest start-ups of the same models that count."""
+IMPORT_TIMEOUT_S = 300.0
 
 
 def startup_key(config: SweepConfig, arm: ArmPlan) -> tuple[str, ...]:
@@ -79,3 +85,36 @@ def startup_note(recorded: Mapping[str, Sequence[float]]) -> str | None:
 
     return (f"server start-up: the median of up to {KEEP} starts of the same models recorded on this machine "
             f"({span(min(counts), max(counts))} per arm, {span(min(medians), max(medians), ' s')}), not the default")
+
+
+def _import_path(cache_root: Path | None) -> Path:
+    engine, version = engine_distribution()
+    return (cache_root or default_cache_root()) / STARTUPS_DIR / f"{engine}-{version}-import.json"
+
+
+@functools.cache
+def engine_import_s(cache_root: Path | None = None) -> float | None:
+    """Seconds a fresh process takes to import the module an arm's server runs, on this machine with
+    this engine version: timed once (a child process, about 10 s on 2 cores) and kept, since the
+    prior needs it only until this machine records a start of the config's models. None when the
+    import fails (nothing kept)."""
+    path = _import_path(cache_root)
+    try:
+        return float(json.loads(path.read_text(encoding="utf-8"))["import_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    started = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-c", f"import {SERVER_MODULE}"], capture_output=True,
+                              timeout=IMPORT_TIMEOUT_S, check=False)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if done.returncode != 0:
+        return None
+    import_s = time.perf_counter() - started
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"module": SERVER_MODULE, "import_s": round(import_s, 3)}) + "\n")
+    except OSError:
+        pass
+    return import_s

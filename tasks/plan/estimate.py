@@ -26,7 +26,7 @@ from specfleet.planning.estimate import SweepTimes, estimate_sweep, stage_wall_s
 from specfleet.planning.replicas import slots
 from specfleet.planning.timing import ArmRecord, CalibratedTiming, PriorTiming
 from specfleet.results.summary import SweepSummary
-from tasks.engine.startups import recorded_startups, startup_key, startup_note
+from tasks.engine.startups import engine_import_s, recorded_startups, startup_key, startup_note
 from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir
@@ -148,6 +148,7 @@ def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
     note = startup_note(startups)
     return PriorTiming(target=target, drafts=drafts, roofline=lambda: roofline(config),
                        prompt_tokens_by_class=prompt_tokens, recorded_startups_s=startups,
+                       engine_import=engine_import_s if config.hardware.on_cpu else lambda: None,
                        notes=(*PriorTiming.notes, *notes, *([note] if note else [])))
 
 
@@ -207,6 +208,8 @@ def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: s
     if from_sweep is not None:
         timing = calibrated_timing(StoredSweep.find(from_sweep, results_dir), prior)
     times = estimate_sweep(timing, config, scored, budget_s)
-    notes = [*times.estimate.notes, *timing.notes, f"roofline: {prior.hardware.source}"]
+    startup = prior.startup_estimate_note()
+    notes = [*times.estimate.notes, *timing.notes, f"roofline: {prior.hardware.source}",
+             *([startup] if startup else [])]
     times.estimate.notes[:] = notes
     return times, notes

@@ -50,3 +50,39 @@ def test_costs_are_never_negative() -> None:
     law = fit_step_law(rows, np.random.default_rng(0), resamples=5)
     assert all(c >= 0 for c in law.coefficients().values())
     assert (law.replicates >= 0).all()
+
+
+def _narrow(rows: list[StepObservation], at_most: int, extra_ms: float) -> list[StepObservation]:
+    """The same steps on a machine whose kernels take a slower path at ``at_most`` rows or fewer."""
+    out = []
+    for o in rows:
+        b = o.batch
+        narrow = b.decode_seqs + b.prefill_tokens + b.draft_tokens <= at_most
+        out.append(StepObservation(b, o.gap_ms + (extra_ms if narrow else 0.0), o.gaps, o.group))
+    return out
+
+
+def _small(noise: float) -> list[StepObservation]:
+    """Decode-only steps of 1-8 sequences, the draft arm at k 1-2: rows from 1 to 24."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(600):
+        method = "baseline" if i % 2 == 0 else "draft_model"
+        k = 0 if method == "baseline" else int(rng.choice((1, 2)))
+        b = float(rng.integers(1, 9))
+        batch = StepBatch(method=method, k=k, decode_seqs=b, context_tokens=b * float(rng.integers(50, 500)),
+                          draft_tokens=b * k)
+        true = LAW.at(method, k)(b, 0.0, batch.context_tokens, batch.draft_tokens)
+        rows.append(StepObservation(batch, true * (1 + noise * rng.standard_normal()), gaps=40, group=f"cell{i % 12}"))
+    return rows
+
+
+def test_a_slower_kernel_path_at_few_rows_is_found_and_a_machine_without_one_keeps_the_plain_law() -> None:
+    plain = fit_step_law(_small(0.03), np.random.default_rng(0), resamples=20)
+    assert plain.narrow_below == 0.0 and "narrow_step" not in plain.names
+    law = fit_step_law(_narrow(_small(0.03), at_most=2, extra_ms=6.0), np.random.default_rng(0), resamples=20)
+    assert law.narrow_below == 2.5
+    assert law.coefficients()["narrow_step"] + 2 * law.coefficients()["narrow_row"] == pytest.approx(6.0, abs=1.0)
+    one, three = law.linear("baseline", 0)(1, 0, 200, 0), law.linear("baseline", 0)(3, 0, 600, 0)
+    assert one > three  # a step of one sequence costs more than one of three, as measured on the AMD EPYC
+    assert law.linear("baseline", 0).scaled(2.0)(1, 0, 200, 0) == pytest.approx(2 * one)

@@ -8,11 +8,13 @@ from hypothesis import strategies as st
 from specfleet.perfmodel.architectures import KNOWN_CONFIGS
 from specfleet.perfmodel.prior import (
     ACCELERATORS,
+    CPU_DEFAULTS,
     GPU_DEFAULTS,
     Roofline,
     acceptance_needed,
     batch1_speedup,
     geometric_tokens_per_step,
+    prior_startup_s,
     prior_step,
     shape_from_hf_config,
 )
@@ -94,3 +96,14 @@ def test_auto_reads_the_checkpoints_dtype_and_an_unknown_width_is_named_not_gues
         shape_from_hf_config(cfg, "bfloat16", "mxfp4", "1b")
     with pytest.raises(ValueError, match="dtype 'auto'"):
         shape_from_hf_config({k: v for k, v in cfg.items() if k != "torch_dtype"}, "auto", None, "1b")
+
+
+def test_a_cpu_start_up_scales_with_the_hosts_import_time_and_a_gpu_one_keeps_its_default() -> None:
+    cpu = Roofline(20.0, 0.2, 1, CPU_DEFAULTS, "test")
+    load_s = LLAMA1B.weight_bytes / (CPU_DEFAULTS.load_gb_per_s * 1e9)
+    assert prior_startup_s([LLAMA1B], cpu) == pytest.approx(CPU_DEFAULTS.startup_fixed_s + load_s)
+    assert CPU_DEFAULTS.startup_per_import is not None
+    slow, fast = prior_startup_s([LLAMA1B], cpu, 12.0), prior_startup_s([LLAMA1B], cpu, 6.0)
+    assert slow == pytest.approx(CPU_DEFAULTS.startup_per_import * 12.0 + load_s)
+    assert slow - fast == pytest.approx(CPU_DEFAULTS.startup_per_import * 6.0)
+    assert prior_startup_s([LLAMA1B], _hw(), 6.0) == prior_startup_s([LLAMA1B], _hw())  # not the serving host

@@ -17,8 +17,9 @@ by the number of gaps. Features, in ms per unit:
 
 A CPU's matrix kernels can take a slower path below a few rows: on a 2-core AMD EPYC a vLLM step
 of one or two sequences costs more than one of four
-(docs/performance-model.md, "How good it is on a dense sweep"). Two more features model that regime below ``narrow_below`` rows (the tokens the
-target processes in the step: decode sequences, prompt tokens prefilled, draft tokens verified):
+(docs/performance-model.md, "How good it is on a dense sweep"). Two more features model that
+regime below ``narrow_below`` rows (the tokens the target processes in the step: decode
+sequences, prompt tokens prefilled, draft tokens verified):
 
 - ``narrow_step``: a fixed cost per step below the threshold;
 - ``narrow_row``: per row of such a step.

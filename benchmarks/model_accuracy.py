@@ -654,7 +654,7 @@ def print_details(evaluation: Evaluation, console: Console) -> None:
     for row in evaluation.crossover:
         cross.add_row(*(_fmt(row[c]) for c in ("group", "measured", *PREDICTORS, "scored", "decisive")))
     console.print(cross)
-    best = Table(title="best k (right: within the tolerance of the measured best, in measured speedup)")
+    best = Table(title="best k (right: within the tolerance, a fraction of the measured best speedup)")
     for column in ("group", "measured_best_k", *(f"{n}_best_k" for n in PREDICTORS),
                    *(f"{n}_right" for n in PREDICTORS), "tolerance", "tolerance_source"):
         best.add_column(column)
@@ -734,7 +734,7 @@ class SyntheticCells:
     """A synthetic calibration sweep's SYNTHETIC cells and arms: step-cost inputs to the fit only."""
 
     sweep_id: str
-    arms: tuple[ArmSpec, ...]
+    config: SweepConfig
     cells: tuple[CellResult, ...]
     records: Mapping[str, Sequence[RequestRecord]]
 
@@ -743,10 +743,19 @@ class SyntheticCells:
         cells = tuple(c for c in sweep.cells if c.identity.synthetic)
         if not cells:
             raise InputError(f"--synthetic {sweep.id}: the sweep has no cell measured at synthetic acceptance")
-        return cls(sweep.id, tuple(a for a in sweep.config.arms if a.synthetic), cells,
-                   {c.key: sweep.records.get(c.key, []) for c in cells})
+        return cls(sweep.id, sweep.config, cells, {c.key: sweep.records.get(c.key, []) for c in cells})
+
+    @property
+    def arms(self) -> tuple[ArmSpec, ...]:
+        return tuple(a for a in self.config.arms if a.synthetic)
 
     def joined(self, config: SweepConfig) -> SweepConfig:
+        """The dense sweep's config with the synthetic arms added: only where both ran the same
+        models on the same engine settings, since the step costs fitted from one are the other's."""
+        for part in ("models", "engine"):
+            if getattr(self.config, part) != getattr(config, part):
+                raise InputError(f"--synthetic {self.sweep_id}: its {part} differ from the dense sweep's "
+                                 f"{config.name} (step costs fitted on one would not be the other's)")
         clash = {a.name for a in config.arms} & {a.name for a in self.arms}
         if clash:
             raise InputError(f"--synthetic {self.sweep_id}: arm names {', '.join(sorted(clash))} are in both sweeps")

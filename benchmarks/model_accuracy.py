@@ -729,6 +729,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+LIFECYCLE = {"host", "api_key_env", "ca_bundle", "startup_timeout_s", "stop_grace_s", "max_restarts"}
+"""Engine settings that start, reach or stop a server and leave its steps' cost as it is: a synthetic
+sweep may differ from the dense one in these."""
+
+
 @dataclass(frozen=True)
 class SyntheticCells:
     """A synthetic calibration sweep's SYNTHETIC cells and arms: step-cost inputs to the fit only."""
@@ -752,10 +757,12 @@ class SyntheticCells:
     def joined(self, config: SweepConfig) -> SweepConfig:
         """The dense sweep's config with the synthetic arms added: only where both ran the same
         models on the same engine settings, since the step costs fitted from one are the other's."""
-        for part in ("models", "engine"):
-            if getattr(self.config, part) != getattr(config, part):
-                raise InputError(f"--synthetic {self.sweep_id}: its {part} differ from the dense sweep's "
-                                 f"{config.name} (step costs fitted on one would not be the other's)")
+        ours = {"models": self.config.models.model_dump(), "engine": self.config.engine.model_dump(exclude=LIFECYCLE)}
+        theirs = {"models": config.models.model_dump(), "engine": config.engine.model_dump(exclude=LIFECYCLE)}
+        differ = [f"{part}.{key}" for part in ours for key in ours[part] if ours[part][key] != theirs[part].get(key)]
+        if differ:
+            raise InputError(f"--synthetic {self.sweep_id}: its {', '.join(differ)} differ from the dense sweep's "
+                             f"{config.name} (step costs fitted on one would not be the other's)")
         clash = {a.name for a in config.arms} & {a.name for a in self.arms}
         if clash:
             raise InputError(f"--synthetic {self.sweep_id}: arm names {', '.join(sorted(clash))} are in both sweeps")

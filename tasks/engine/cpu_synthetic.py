@@ -92,7 +92,7 @@ def accept_synthetic(output_token_ids: Any, cu_num_draft_tokens: Any, draft_toke
     """Write the synthetic acceptance of each selected row into ``output_token_ids``
     ([batch, max_spec_len + 1]), in place, as the Triton kernels do: vectorised, so the step pays
     microseconds for it, as it does on a GPU."""
-    import torch
+    import torch  # here, not at the top: the plan-time check imports this module and needs no torch
 
     batch = output_token_ids.shape[0]
     if batch == 0:

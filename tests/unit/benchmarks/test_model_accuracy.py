@@ -307,5 +307,10 @@ def test_synthetic_cells_are_fit_inputs_and_never_scored(tmp_path: Path) -> None
         clash.joined(config)
     other_target = config.models.model_copy(update={"target": config.models.target.model_copy(
         update={"path": "fixture:target-wide"})})
-    with pytest.raises(InputError, match=r"--synthetic syn-sweep: its models differ from the dense sweep's"):
+    with pytest.raises(InputError, match=r"--synthetic syn-sweep: its models.target differ from the dense sweep's"):
         synthetic.joined(config.model_copy(update={"models": other_target}))
+    engine = config.engine
+    with pytest.raises(InputError, match=r"its engine.max_num_seqs differ"):
+        synthetic.joined(config.model_copy(update={"engine": engine.model_copy(update={"max_num_seqs": 99})}))
+    longer_start = config.model_copy(update={"engine": engine.model_copy(update={"startup_timeout_s": 999.0})})
+    assert [a.name for a in synthetic.joined(longer_start).arms][-1] == "syn"  # how a server starts is not its cost

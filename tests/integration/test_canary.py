@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytes
 LOAD = ["--prompts", "code", "--concurrency", "2", "--requests", "12", "--warmup", "1", "--max-tokens", "16"]
 """The reference sweep's class and load (code at concurrency 2, 16 tokens), so its noise floor applies."""
 URL_SECRET = "canary-url-pw-5d2e"
+LOOSE_LAG_LIMIT_MS = 5000.0
 
 
 def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: str,
@@ -33,16 +34,32 @@ def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: st
     return code, json.loads(line)
 
 
+def _sweep_with_lag_limit(reference: ReferenceSweep, results: Path, client_lag_limit_ms: float) -> None:
+    """The reference sweep under ``results`` with the config its sweep.json holds given another
+    client lag limit (its stored cells, records and summary as they are)."""
+    sweep_dir = Path(shutil.copytree(reference.store.dir, results / reference.sweep_id))
+    stored = json.loads((sweep_dir / "sweep.json").read_text())
+    stored["config"]["load"]["client_lag_limit_ms"] = client_lag_limit_ms
+    (sweep_dir / "sweep.json").write_text(json.dumps(stored))
+
+
 def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
-        reference: ReferenceSweep, idle_server: IdleServers) -> None:
+        reference: ReferenceSweep, idle_server: IdleServers, tmp_path: Path) -> None:
+    """Against the reference sweep with a client lag limit no loaded machine misses
+    (``LOOSE_LAG_LIMIT_MS``): two replicas under load and the client share two cores here, and
+    the client's loop lagged 77-255 ms at p99 in these cells (CI, 2026-12-06), over the sweep's
+    250 ms once; that cell is then rightly invalid and the class not compared (the next tests
+    check that path), which leaves nothing of the compared path to check."""
+    results = tmp_path / "results"
+    _sweep_with_lag_limit(reference, results, client_lag_limit_ms=LOOSE_LAG_LIMIT_MS)
     idle_server.start("baseline", "ngram")
     code, result = _canary(reference, idle_server("baseline").base_url, idle_server("ngram").base_url,
-                           "--arm", "ngram-k3")
+                           "--arm", "ngram-k3", results_dir=results)
     assert result["verdict"] in ("promote", "hold", "rollback") and result["reason"]
     assert code == (4 if result["verdict"] == "rollback" else 0)
     assert result["sweep_id"] == reference.sweep_id and result["noise_floor"] is not None
     (row,) = result["classes"]
-    assert row["prompt_class"] == "code"
+    assert row["prompt_class"] == "code" and row["comparison"] is not None, row["not_compared"]
     speedup = row["comparison"]["qualified_tps_speedup"]
     assert speedup["low"] <= speedup["estimate"] <= speedup["high"]
     cand, base = row["candidate_acceptance"], row["baseline_acceptance"]
@@ -53,28 +70,35 @@ def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
     assert row["quality"]["items"] > 0  # code has a bundled scored set, answered by both
     assert result["arm"] == "ngram-k3" and row["break_even_acceptance"] > 0  # the sweep's, at c2
     assert "--speculative-config" not in result["rollback_server_args"]  # the speculation-off server
-    (run,) = [r for r in reference.runs("canary") if r.data.tags["verdict"] == result["verdict"]]
-    assert run.data.tags["sweep_id"] == reference.sweep_id and run.info.status == "FINISHED"
+    (canary_dir,) = results.glob("canary-*")
+    (run,) = [r for r in reference.runs("canary") if r.data.tags["canary_id"] == canary_dir.name]
+    assert run.data.tags["verdict"] == result["verdict"] and run.data.tags["sweep_id"] == reference.sweep_id
+    assert run.info.status == "FINISHED"
     assert "code.qualified_tps_speedup" in run.data.metrics
 
 
-def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_server: IdleServers) -> None:
+def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_server: IdleServers,
+                                              tmp_path: Path) -> None:
     """Nothing beyond the noise; and where the reference sweep adopted an arm (it may, run to run),
     its break-even applies to the candidate by default, which one token per step misses: rollback,
     rightly, for a candidate meant to speculate. Both replicas are started together for this test:
     against the session's baseline server, which had served every test before, a fresh twin was
     1.16x [1.08, 1.24] faster on a loaded CI machine, a real difference between the two servers, not
     what an A/A test asks. The twin is named with credentials in its URL (vLLM without --api-key
-    ignores them): they reach neither the output, the stored canary, nor MLflow."""
+    ignores them): they reach neither the output, the stored canary, nor MLflow. The sweep's client
+    lag limit is loosened as in the test above: the A/A claim needs the class compared."""
+    results = tmp_path / "results"
+    _sweep_with_lag_limit(reference, results, client_lag_limit_ms=LOOSE_LAG_LIMIT_MS)
     idle_server.variants("baseline", "baseline-twin-a", "baseline-twin-b")
     baseline, twin = idle_server("baseline-twin-a"), idle_server("baseline-twin-b")
-    before = {r.info.run_id for r in reference.runs("canary")}
-    code, result = _canary(reference, baseline.base_url, twin.base_url.replace("http://", f"http://ops:{URL_SECRET}@"))
-    (run,) = [r for r in reference.runs("canary") if r.info.run_id not in before]
+    code, result = _canary(reference, baseline.base_url, twin.base_url.replace("http://", f"http://ops:{URL_SECRET}@"),
+                           results_dir=results)
+    (canary_dir,) = results.glob("canary-*")
+    (run,) = [r for r in reference.runs("canary") if r.data.tags["canary_id"] == canary_dir.name]
     assert run.data.params["candidate"] == twin.base_url and URL_SECRET not in json.dumps(result)
-    canary_dirs = sorted(reference.results.glob("canary-*"), key=lambda p: p.stat().st_mtime)
-    assert not [p for p in canary_dirs[-1].rglob("*") if p.is_file() and URL_SECRET.encode() in p.read_bytes()]
+    assert not [p for p in canary_dir.rglob("*") if p.is_file() and URL_SECRET.encode() in p.read_bytes()]
     (row,) = result["classes"]
+    assert row["comparison"] is not None, row["not_compared"]
     assert [f for f in row["findings"] if "break-even" not in f] == [], result["reason"]
     break_even = row["break_even_acceptance"]
     if result["arm"] is None or break_even is None or row["candidate_tokens_per_step"] >= break_even:
@@ -85,21 +109,12 @@ def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_se
                                    f"break-even {break_even:.2f}"]
 
 
-def _strict_sweep(reference: ReferenceSweep, results: Path, client_lag_limit_ms: float) -> None:
-    """The reference sweep under ``results`` with the config its sweep.json holds given another
-    client lag limit (its stored cells, records and summary as they are)."""
-    sweep_dir = Path(shutil.copytree(reference.store.dir, results / reference.sweep_id))
-    stored = json.loads((sweep_dir / "sweep.json").read_text())
-    stored["config"]["load"]["client_lag_limit_ms"] = client_lag_limit_ms
-    (sweep_dir / "sweep.json").write_text(json.dumps(stored))
-
-
 def test_a_class_whose_cells_are_not_usable_is_stored_not_compared_and_never_promoted(
         reference: ReferenceSweep, idle_server: IdleServers, tmp_path: Path) -> None:
     """A client lag limit of 1 us no event loop meets: both replicas' cells on code are invalid, so it
     holds (or rolls back if the scored set, answered apart from the cells, fails the quality gate)."""
     results = tmp_path / "results"
-    _strict_sweep(reference, results, client_lag_limit_ms=0.001)
+    _sweep_with_lag_limit(reference, results, client_lag_limit_ms=0.001)
     idle_server.start("baseline", "ngram")
     code, result = _canary(reference, idle_server("baseline").base_url, idle_server("ngram").base_url,
                            "--arm", "ngram-k3", results_dir=results)

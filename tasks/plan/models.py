@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 FIXTURE_PREFIX = "fixture:"
 WIDE = "target-wide"
-"""The benchmark-only fixture: the target with its MLPs widened, same function (``tasks/fixtures/wide.py``)."""
+"""The wide fixture (benchmarks, the k-policy demo): the target with its MLPs widened, same function (``tasks/fixtures/wide.py``)."""
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "tokenizer.model", "vocab.json", "merges.txt",
@@ -36,7 +36,7 @@ def model_names(config: SweepConfig) -> list[str]:
 def resolve_models(config: SweepConfig, cache_root: Path | None = None,
                    progress: "BuildProgress | None" = None) -> dict[str, str]:
     """Map ``fixture:target|draft|tokenizer`` to built fixture dirs (building them the first time,
-    reporting to ``progress``) and the benchmarks' ``fixture:target-wide`` to the target widened
+    reporting to ``progress``) and ``fixture:target-wide`` to the target widened
     next to them (``tasks/fixtures/wide.py``); check local paths exist."""
     resolved: dict[str, str] = {}
     names = model_names(config)

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 FIXTURE_PREFIX = "fixture:"
 WIDE = "target-wide"
-"""The wide fixture (benchmarks, the k-policy demo): the target with its MLPs widened, same function (``tasks/fixtures/wide.py``)."""
+"""The wide fixture (benchmarks, the k-policy demo): the target with its MLPs widened, same function
+(``tasks/fixtures/wide.py``)."""
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "tokenizer.model", "vocab.json", "merges.txt",

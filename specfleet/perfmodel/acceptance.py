@@ -18,7 +18,8 @@ Two lengths, named apart (issue 19): vLLM counts a draft only in steps that prop
 mean over all decode steps, which is what throughput follows. ``draft_rate`` is drafts over
 the decode steps the streams show (each content chunk after the first is one engine step of
 that request): about 1 for a draft model, well below 1 for ngram, which proposes nothing when
-no n-gram matches.
+no n-gram matches. It is taken at each k the arm measured (issue 32: ngram's drafting rate per
+k), pooled over every k elsewhere.
 
 A figure the counters do not give stays missing (issue 32): a cell whose engine exported the
 totals but not ``vllm:spec_decode_num_accepted_tokens_per_pos`` says nothing about positions, so
@@ -78,13 +79,12 @@ class AcceptanceProfile:
     conditional: tuple[Ratio, ...]
     """q_1 .. q_kmax, pooled over the cells whose k reaches each position."""
     drafting: Ratio
-    """Drafts over decode steps (capped at 1): the share of a request's steps that proposed a draft."""
+    """Drafts over decode steps (capped at 1), pooled over every measured k: the share of a
+    request's steps that proposed a draft."""
+    drafting_at_k: tuple[tuple[int, Ratio], ...]
+    """The same ratio at each measured k (k, ratio), from that k's cells alone."""
     proposed_share: float
     """Proposed draft tokens over drafts x k: 1 when every draft is k tokens long."""
-
-    @property
-    def draft_rate(self) -> float:
-        return min(1.0, self.drafting.value)
 
     @property
     def measured_positions(self) -> int:
@@ -110,12 +110,14 @@ class AcceptanceProfile:
         """1 + sum a_i: tokens per *drafting* step, bonus token included (vLLM's 1 + accepted / drafts)."""
         return 1.0 + sum(self.per_position(k, bound))
 
-    def rate(self, bound: Bound = "point") -> float:
-        return min(1.0, self.drafting.bound(bound))
+    def rate(self, bound: Bound = "point", k: int | None = None) -> float:
+        """The drafting rate at ``k`` where the arm measured that k, else pooled over every k."""
+        ratio = dict(self.drafting_at_k).get(k, self.drafting) if k is not None else self.drafting
+        return min(1.0, ratio.bound(bound))
 
     def tokens_per_step(self, k: int, bound: Bound = "point") -> float:
         """1 + draft_rate x sum a_i: tokens per decode step over all steps (what throughput follows)."""
-        return 1.0 + self.rate(bound) * sum(self.per_position(k, bound))
+        return 1.0 + self.rate(bound, k) * sum(self.per_position(k, bound))
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,15 +148,21 @@ def pool_acceptance(samples: Sequence[AcceptanceSample]) -> AcceptanceProfile | 
         trials, hits = sum(c[i] for c in counts), sum(c[i + 1] for c in counts)
         conditional.append(Ratio(min(hits, trials), trials))
     stepped = [s for s in usable if s.decode_steps > 0]
-    steps = sum(s.decode_steps for s in stepped)
-    if steps <= 0:
+    if not stepped:
         return NoAcceptance("no decode step in the streams (no request streamed a second chunk): no drafting rate")
-    drafts = sum(s.stats.num_drafts for s in stepped)
+    at_k = {k: [s for s in stepped if s.k == k] for k in sorted({s.k for s in stepped})}
     proposed = sum(s.stats.num_draft_tokens for s in usable)
     capacity = sum(s.stats.num_drafts * s.k for s in usable)
     return AcceptanceProfile(
         measured_k=tuple(sorted({s.k for s in usable})),
         conditional=tuple(conditional),
-        drafting=Ratio(min(drafts, steps), steps),
+        drafting=_drafting(stepped),
+        drafting_at_k=tuple((k, _drafting(group)) for k, group in at_k.items()),
         proposed_share=min(1.0, proposed / capacity) if capacity > 0 else 1.0,
     )
+
+
+def _drafting(stepped: Sequence[AcceptanceSample]) -> Ratio:
+    """Drafts over decode steps of cells that streamed at least one decode step."""
+    steps = sum(s.decode_steps for s in stepped)
+    return Ratio(min(sum(s.stats.num_drafts for s in stepped), steps), steps)

@@ -102,7 +102,7 @@ class Calibration:
 def _speculation(profile: AcceptanceProfile | None, k: int) -> Speculation | None:
     if profile is None or k < 1:
         return None
-    return Speculation(k=k, per_position=profile.per_position(k), draft_rate=profile.draft_rate,
+    return Speculation(k=k, per_position=profile.per_position(k), draft_rate=profile.rate(k=k),
                        proposed_share=profile.proposed_share)
 
 

@@ -163,7 +163,7 @@ def _simulate(cal: Calibration, spec: ArmSpec, k: int, profile: AcceptanceProfil
 
     def at(k_now: int, scale: float, bound: Bound) -> tuple[LinearStep, Speculation | None]:
         speculation = None if profile is None or k_now == 0 else Speculation(
-            k=k_now, per_position=profile.per_position(k_now, bound), draft_rate=profile.rate(bound),
+            k=k_now, per_position=profile.per_position(k_now, bound), draft_rate=profile.rate(bound, k_now),
             proposed_share=profile.proposed_share)
         return cal.law.linear(spec.method, k_now).scaled(scale), speculation
 

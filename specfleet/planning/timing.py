@@ -166,7 +166,7 @@ class CalibratedTiming:
 
     def draft_rate(self, arm: ArmPlan, prompt_class: str, sampling: str) -> float:
         profile = self._profile(arm, prompt_class, sampling)
-        return 1.0 if profile is None else float(profile.rate())
+        return 1.0 if profile is None else float(profile.rate(k=arm.k))
 
     def prompt_tokens(self, prompt_class: str) -> float:
         shapes = self.calibration.workloads.get(prompt_class)

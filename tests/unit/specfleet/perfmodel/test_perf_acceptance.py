@@ -29,9 +29,21 @@ def test_counts_are_pooled_by_position_never_averaged() -> None:
     assert a == pytest.approx([125 / 150, 96 / 150, 96 / 150 * 27 / 36, 96 / 150 * 18 / 36])
     assert a[0] != pytest.approx((0.8 + 0.9) / 2)  # not the average of the cells' own a_1
     assert profile.measured_k == (2, 4)
-    assert profile.draft_rate == pytest.approx(150 / 300)
+    assert profile.rate() == pytest.approx(150 / 300)
     assert profile.mean_acceptance_length(2) == pytest.approx(1 + a[0] + a[1])
     assert profile.tokens_per_step(2) == pytest.approx(1 + 0.5 * (a[0] + a[1]))
+
+
+def test_the_drafting_rate_is_each_measured_ks_own_and_pooled_elsewhere() -> None:
+    # ngram drafts where an n-gram matches: 58 drafts in 490 steps at k=3, 40 in 200 at k=5
+    k3 = AcceptanceSample(k=3, stats=_stats(58, [36, 14, 7], 3), decode_steps=490)
+    k5 = AcceptanceSample(k=5, stats=_stats(40, [30, 20, 10, 5, 2], 5), decode_steps=200)
+    profile = pool_acceptance([k3, k5])
+    assert isinstance(profile, AcceptanceProfile)
+    assert profile.rate(k=3) == pytest.approx(58 / 490) and profile.rate(k=5) == pytest.approx(40 / 200)
+    assert profile.rate(k=4) == pytest.approx(98 / 690) and profile.rate() == pytest.approx(98 / 690)
+    assert profile.tokens_per_step(3) == pytest.approx(1 + 58 / 490 * sum(profile.per_position(3)))
+    assert profile.rate("low", 5) < 40 / 200 < profile.rate("high", 5)
 
 
 def test_one_cell_gives_its_own_per_position_acceptance() -> None:

@@ -78,7 +78,7 @@ def test_the_fit_recovers_the_true_step_law(sweep: Sweep) -> None:
 def test_acceptance_recovers_the_true_reach(sweep: Sweep) -> None:
     profile = _calibrate(sweep).acceptance[("draft", "code", "greedy")]
     assert profile.measured_k == (1, 2, 4)
-    assert profile.draft_rate == pytest.approx(1.0)
+    assert profile.rate() == pytest.approx(1.0)
     for fitted, true in zip(profile.per_position(4), REACH, strict=True):
         assert fitted == pytest.approx(true, abs=0.04)
     assert profile.mean_acceptance_length(4) == pytest.approx(1 + sum(REACH), abs=0.1)

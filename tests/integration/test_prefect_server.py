@@ -34,6 +34,7 @@ from specfleet.production.canary import VERDICT_EVENT
 from specfleet.results import CellResult
 from specfleet.results.summary import SweepSummary
 from tasks.engine.server import log_tail
+from tasks.engine.startups import recorded_startups
 from tasks.plan.budget import cell_budget
 from tasks.plan.sweep_plan import plan_sweep
 from tasks.store.results import MIRROR_ENV
@@ -70,9 +71,13 @@ def sweep_request(root: Path) -> dict[str, Any]:
     the run starts the first) and a budget set from the planner's own predictions
     (``tasks.plan.budget.cell_budget``): the opening baseline and the closing baseline's reserve,
     plus ``OPENING_SLACK_S``, so the ngram arm (predicted as long as the baseline) no longer fits
-    once the opening baseline has run."""
+    once the opening baseline has run. It plans on the start-ups recorded now, as the worker will."""
     config = tiny_sweep_config(root / "nightly.yaml", EXPERIMENT, [BASELINE_ARM, NGRAM_ARM], requests=3,
                                max_tokens=8)
+    # The worker's fresh process reads the start-ups recorded so far; this one may hold an older
+    # snapshot (read once per process), from before the session's later servers recorded slower
+    # starts (CI, 2026-12-07: 35.7 s here against 39.7 s there, 8 s of the slack gone).
+    recorded_startups.cache_clear()
     plan = plan_sweep(config, None, root / "plan-only", "1d")
     predicted = cell_budget(plan, 86_400, 0.0)
     [opening] = [w for w in plan.work if w.arm.is_baseline and w.phase == "main"]

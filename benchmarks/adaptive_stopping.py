@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.results_record import write_result
 from specfleet.contract import SLOSpec, SweepConfig
 from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.errors import InputError
@@ -145,6 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(f"sweep {sweep_dir.name}: {len(replays)} usable cells; ITL series {slo.itl_statistic}, "
                   f"confidence {confidence:g}, min_requests {args.min_requests}, check_every {args.check_every}")
     report(replays, target, slo, console)
+    fixed, used = sum(r.fixed_requests for _, r in replays), sum(r.used_requests for _, r in replays)
+    write_result("adaptive_stopping", "none: a replay of the stopping rule on a stored sweep", None,
+                 {"target_relative_half_width_pct": 100 * target, "fixed_requests": fixed, "adaptive_requests": used,
+                  "fewer_requests_pct": 100 * (1 - used / fixed) if fixed else None}, sweep_id=sweep_dir.name,
+                 note=f"{len(replays)} usable cells, min_requests {args.min_requests}, check_every {args.check_every}")
     return 0
 
 

@@ -51,6 +51,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.results_record import write_result
 from specfleet.measure.metrics import NS_PER_MS
 
 HERE = Path(__file__).parent
@@ -312,6 +313,24 @@ def accuracy_table(rows: dict[tuple[str, int], dict[str, list[Accuracy]]]) -> Ta
     return table
 
 
+def record(unpaced: dict[str, dict[str, list[Capacity]]], paced: dict[tuple[str, int], dict[str, list[Accuracy]]],
+           verdicts: Sequence[str]) -> None:
+    """This run's medians as a benchmark result (``benchmarks/results/client_capacity/``)."""
+    def median(values: Sequence[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return float(np.median(known)) if known and len(known) == len(values) else None
+
+    figures = {f"{client}_cpu_us_per_token_{mode}": median([c.cpu_us_per_token for c in runs])
+               for mode, by_client in unpaced.items() for client, runs in by_client.items()}
+    figures |= {f"{client}_itl_p99_abs_error_ms_{server}_{streams}": median(
+                    [None if a.error_p99_ms is None else abs(a.error_p99_ms) for a in runs])
+                for (server, streams), by_client in paced.items() for client, runs in by_client.items()}
+    write_result("client_capacity", f"{MEASURE} spends at most 1/1.5 of vLLM's client's CPU per token in every "
+                 "server mode, and its median ITL p99 error is no worse than vLLM's client's on every pacing server",
+                 all(v.startswith("met") for v in verdicts) if verdicts else None, figures,
+                 note="; ".join(verdicts))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--streams", type=int, default=256, help="concurrent streams, unpaced")
@@ -347,16 +366,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                         for client in args.clients:
                             paced[server, streams][client].append(accuracy(client, url, streams, scratch))
     console.print(capacity_table(unpaced, args.streams))
+    verdicts: list[str] = []
     if MEASURE in args.clients and "vllm" in args.clients:
         for mode, by_client in unpaced.items():
-            console.print(f"{mode}: " + verdict([c.cpu_us_per_token for c in by_client[MEASURE]],
-                                                [c.cpu_us_per_token for c in by_client["vllm"]]))
+            verdicts.append(verdict([c.cpu_us_per_token for c in by_client[MEASURE]],
+                                    [c.cpu_us_per_token for c in by_client["vllm"]]))
+            console.print(f"{mode}: {verdicts[-1]}")
     if not args.no_paced:
         console.print(accuracy_table(paced))
         if MEASURE in args.clients and "vllm" in args.clients:
             for (server, streams), accuracies in paced.items():
-                console.print(f"ITL p99 error, {server} server, {streams} streams: " + accuracy_verdict(
-                    [a.error_p99_ms for a in accuracies[MEASURE]], [a.error_p99_ms for a in accuracies["vllm"]]))
+                verdicts.append(accuracy_verdict([a.error_p99_ms for a in accuracies[MEASURE]],
+                                                 [a.error_p99_ms for a in accuracies["vllm"]]))
+                console.print(f"ITL p99 error, {server} server, {streams} streams: {verdicts[-1]}")
+    record(unpaced, paced, verdicts)
     errors = {c.error for row in unpaced.values() for runs in row.values() for c in runs if c.error}
     errors |= {a.error for row in paced.values() for runs in row.values() for a in runs if a.error}
     for error in sorted(errors):

@@ -19,6 +19,8 @@ import time
 
 import torch
 
+from benchmarks.results_record import write_result
+
 HIDDEN = 256
 INTERMEDIATE = 24_576
 """The wide fixture target's MLP (tasks/fixtures/wide.py, on the fixture target's hidden size)."""
@@ -51,9 +53,13 @@ def main() -> None:
           f"{HIDDEN}, float32")
     print("| rows | ms per layer | ms per row |")
     print("| --- | --- | --- |")
+    figures: dict[str, float | None] = {}
     for rows in (int(r) for r in args.rows.split(",")):
         ms = time_ms(rows, gate_up, down, args.repeats)
+        figures[f"ms_per_layer_at_{rows}_rows"] = ms
         print(f"| {rows} | {ms:.2f} | {ms / rows:.2f} |")
+    write_result("linear_batch_scaling", "none: whether this CPU's matrix kernels take a slower path for few rows",
+                 None, figures, note=f"{args.threads} threads, torch {torch.__version__}")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.results_record import cpu_model, write_result
 from cli.report import DEFAULT_DRAFT_COST_RATIO
 from specfleet.contract import ArmSpec, CellIdentity, SweepConfig, arm_plans, load_label
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
@@ -451,6 +452,10 @@ GOALS = (
          "crossing holds 1; no goal)", True, None, scored=False),
     Goal("best_k", "best k within the measured tolerance", False, 0.80),
 )
+GOAL_TEXT = ("MAPE of TPOT p50 and of output tokens/s <= 10 %, speedup sign right on >= 90 % of decisive held-out "
+             "cells, best k right in >= 80 % of groups, and every scored figure better than each plain predictor "
+             "(strictly, or both exact)")
+"""``GOALS`` in a sentence, as the benchmark's results record states it."""
 
 
 def goal_met(goal: Goal, scores: Mapping[str, Score]) -> str:
@@ -612,15 +617,7 @@ def _crossing(index: int | None, grid: Sequence[int]) -> str:
 
 
 def machine() -> dict[str, object]:
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    except OSError:
-        pass
-    return {"cores": os.cpu_count(), "processor": platform.processor() or None, "cpu_model": model,
+    return {"cores": os.cpu_count(), "processor": platform.processor() or None, "cpu_model": cpu_model(),
             "platform": platform.platform()}
 
 
@@ -797,7 +794,7 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
     if not decisive:
         evaluation.notes.append("the sweep has no decisions with intervals (no summary): neither sign figure is scored")
     box = machine()
-    fitted_on = fit.describe([s.name for s in config.arms if s.method != "baseline"])
+    fitted_on = plain_fit = fit.describe([s.name for s in config.arms if s.method != "baseline"])
     if synthetic is not None:
         fitted_on += (f"; the model also on the {len(synthetic.cells)} SYNTHETIC cells of {synthetic.sweep_id} "
                       "(step cost only)")
@@ -839,7 +836,25 @@ def report(sweep_id: str, sweep_dir: Path, config: SweepConfig, cells: Sequence[
         "notes": evaluation.notes,
     }, indent=2, default=str), encoding="utf-8")
     print(f"written: {out}")
+    record(sweep_id, evaluation, plain_fit, seed, synthetic is not None)
     return 0
+
+
+def record(sweep_id: str, evaluation: Evaluation, fitted_on: str, seed: int, synthetic: bool) -> None:
+    """The scored figures as a benchmark result (``benchmarks/results/model_accuracy/``): met when no
+    goal with a figure is missed."""
+    scored = [g for g in GOALS if g.scored]
+    verdicts = [goal_met(g, evaluation.scores[g.key]) for g in scored]
+    figures: dict[str, float | None] = {}
+    for goal in scored:
+        unit = "steps" if goal.key.startswith("crossover") else "mape_pct" if goal.lower_is_better else "right_pct"
+        for name in PREDICTORS:
+            value = evaluation.scores[goal.key][name].value
+            figures[f"{name}_{goal.key}_{unit}"] = value if value is None or unit == "steps" else 100 * value
+    figures["held_out_configurations"] = len(evaluation.held_out)
+    note = f"fitted on {fitted_on}; seed {seed}" + ("; also on a synthetic sweep" if synthetic else "")
+    write_result("model_accuracy", GOAL_TEXT, all(v == "yes" or v.startswith("n/a") for v in verdicts), figures,
+                 sweep_id=sweep_id, note=note)
 
 
 if __name__ == "__main__":

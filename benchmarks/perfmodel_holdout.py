@@ -27,6 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.results_record import write_result
 from specfleet.contract import CellIdentity
 from specfleet.errors import InputError
 from specfleet.perfmodel import PredictionQuery, calibrate, predict
@@ -126,13 +127,32 @@ def _error(predicted: float | None, measured: float | None) -> float | None:
     return (predicted - measured) / measured
 
 
-def _mape(rows: Sequence[Held], figure: str, source: Callable[[Held], dict[str, float | None] | None]) -> str:
+def _errors(rows: Sequence[Held], figure: str, source: Callable[[Held], dict[str, float | None] | None]) -> list[float]:
     errors = []
     for row in rows:
         got = source(row)
         if got is not None and (e := _error(got[figure], row.measured[figure])) is not None:
             errors.append(abs(e))
+    return errors
+
+
+def _mape(rows: Sequence[Held], figure: str, source: Callable[[Held], dict[str, float | None] | None]) -> str:
+    errors = _errors(rows, figure, source)
     return f"{100 * float(np.mean(errors)):.1f} % (n={len(errors)})" if errors else "n/a"
+
+
+def record(sweep_id: str, rows: Sequence[Held]) -> None:
+    """The MAPEs as a benchmark result (``benchmarks/results/perfmodel_holdout/``)."""
+    sources: dict[str, Callable[[Held], dict[str, float | None] | None]] = {
+        "model": lambda r: r.predicted, "nearest": lambda r: r.nearest}
+    figures: dict[str, float | None] = {}
+    for scheme in sorted({r.scheme for r in rows}):
+        for name, source in sources.items():
+            for figure in FIGURES:
+                errors = _errors([r for r in rows if r.scheme == scheme], figure, source)
+                figures[f"{name}_{scheme}_{figure}_mape_pct"] = 100 * float(np.mean(errors)) if errors else None
+    write_result("perfmodel_holdout", "none: cells held out of a stored sweep, the model against the nearest "
+                 "measured cell", None, figures, sweep_id=sweep_id)
 
 
 def report(rows: Sequence[Held], console: Console) -> None:
@@ -179,7 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     schemes = ("cell", "load") if args.scheme == "both" else (args.scheme,)
     console.print(f"sweep {data.id}: {sum(c.usable for c in data.cells)} usable cells of {len(data.cells)}")
-    report(holdouts(data, schemes, args.requests, console), console)
+    rows = holdouts(data, schemes, args.requests, console)
+    report(rows, console)
+    record(data.id, rows)
     return 0
 
 

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.model_accuracy import ModelPredictor, Point, machine, measure
+from benchmarks.results_record import write_result
 from specfleet.contract.arms import k_at_batch, schedule_text
 from specfleet.errors import InputError
 from specfleet.perfmodel import calibrate
@@ -128,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = {"sweep": sweep.id, "machine": machine(), "requests": args.requests, "rows": [asdict(r) for r in rows],
            "mean_abs_error": {"composed": composed, "predicted": predicted}}
     (sweep.dir / "policy_accuracy.json").write_text(json.dumps(out, indent=2), encoding="utf-8")
+    write_result("policy_accuracy", "none: the measured k policy beside its composition and the PREDICTED speedup",
+                 None, {"composed_mean_abs_error_pct": None if composed is None else 100 * composed,
+                        "predicted_mean_abs_error_pct": None if predicted is None else 100 * predicted,
+                        "levels": len(rows)}, sweep_id=sweep.id)
     return 0
 
 

@@ -11,6 +11,7 @@ per-position acceptance at which it reaches the published speedup, over k = 1..1
 seed's worked KV example (65 GB for the cache, 1B FP16 draft loaded from it) is the last line.
 """
 
+from benchmarks.results_record import write_result
 from specfleet.perfmodel.architectures import KNOWN_CONFIGS
 from specfleet.perfmodel.prior import (
     ACCELERATORS,
@@ -42,18 +43,27 @@ def main() -> None:
     print("| draft | published | prior: ceiling at k=4 / k=10 | prior: acceptance needed (k) |")
     print("| --- | --- | --- | --- |")
     print(f"| none | {PUBLISHED_BASELINE_TOKENS_PER_S} tok/s | {base_tps:.1f} tok/s | - |")
+    figures: dict[str, float | None] = {"baseline_published_tokens_per_s": PUBLISHED_BASELINE_TOKENS_PER_S,
+                                        "baseline_prior_tokens_per_s": base_tps}
     for name, published in DRAFTS.items():
         draft = shape_from_hf_config(KNOWN_CONFIGS[name], "bfloat16", None, name)
         steps = {k: prior_step(target, draft, "draft_model", k, hw) for k in KS}
         ceilings = " / ".join(speedup_text(batch1_speedup(base, steps[k], 1.0, k, CONTEXT_TOKENS)) for k in (4, 10))
         needed = acceptance_needed(base, steps, published, CONTEXT_TOKENS)
         need = "above the ceiling at every k" if needed is None else f"{needed[1]:.2f} (k={needed[0]})"
+        short = name.split("/")[1]
+        figures |= {f"{short}_published_x": published,
+                    f"{short}_acceptance_needed": None if needed is None else needed[1]}
+        figures |= {f"{short}_prior_ceiling_k{k}_x": batch1_speedup(base, steps[k], 1.0, k, CONTEXT_TOKENS)
+                    for k in (4, 10)}
         print(f"| {name.split('/')[1]} | {published}x | {ceilings} | {need} |")
     draft = shape_from_hf_config(KNOWN_CONFIGS["meta-llama/Llama-3.2-1B-Instruct"], "bfloat16", None, "1B")
     alone = 65e9 / target.kv_bytes_per_token
     shared = (65e9 - draft.weight_bytes) / (target.kv_bytes_per_token + draft.kv_bytes_per_token)
     print(f"KV pool of 65 GB: {alone:,.0f} tokens; with the 1B draft: {shared:,.0f} tokens "
           f"({1 - shared / alone:.1%} fewer); the seed: about 198,000 and 173,000 (12.6%)")
+    write_result("prior_anchors", "none: the cold-start prior beside NVIDIA's published Llama 3.3 70B FP8 figures "
+                 "on one H200 at batch 1", None, figures)
 
 
 if __name__ == "__main__":

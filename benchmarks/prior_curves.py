@@ -16,6 +16,7 @@ published curves").
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from benchmarks.results_record import write_result
 from specfleet.economics.theory import implied_alpha
 from specfleet.perfmodel.architectures import KNOWN_CONFIGS
 from specfleet.perfmodel.prior import (
@@ -117,7 +118,8 @@ def _shape(name: str) -> ModelShape:
     return shape_from_hf_config(cfg, str(cfg.get("torch_dtype", "bfloat16")), None, name)
 
 
-def curve_rows(curve: Curve) -> tuple[str, list[str]]:
+def curve_rows(curve: Curve) -> tuple[str, list[tuple[float, float | None, float]]]:
+    """How the prior's acceptance was set, and (batch, published speedup or None, the prior's) per batch."""
     accel = ACCELERATORS[curve.accelerator]
     target = _shape(curve.target)
     draft = _shape(curve.draft) if curve.draft else None
@@ -138,25 +140,31 @@ def curve_rows(curve: Curve) -> tuple[str, list[str]]:
         alpha, how = found[1], f"pinned at batch {first_batch:g}"
     batches = sorted({1.0, 4.0, 16.0, 32.0, 64.0, 128.0, *(b for b, _ in curve.points)})
     published = dict(curve.points)
-    rows = [f"| {b:g} | {published[b]:.2f}x |" if b in published else f"| {b:g} | - |" for b in batches]
-    rows = [f"{row} {batch_speedup(base, spec, alpha, curve.k, curve.context_tokens, b):.2f}x |"
-            for row, b in zip(rows, batches, strict=True)]
+    rows = [(b, published.get(b), batch_speedup(base, spec, alpha, curve.k, curve.context_tokens, b)) for b in batches]
     return f"{how}: constant per-position acceptance {alpha:.3f}", rows
 
 
 def main() -> None:
     print(f"{PRIOR_LABEL}: speedup against batch (decode steps at a steady batch), PREDICTED beside published")
-    for curve in CURVES:
+    figures: dict[str, float | None] = {}
+    for number, curve in enumerate(CURVES, start=1):
         how, rows = curve_rows(curve)
         print(f"\n{curve.setup}; {curve.target}" + (f" + {curve.draft}" if curve.draft else ""))
         print(f"source: {curve.source}")
         print(f"prior: {how}" + (f"; {curve.note}" if curve.note else ""))
         if rows:
             print("| batch | published | prior (PREDICTED) |\n| --- | --- | --- |")
-            print("\n".join(rows))
+            for batch, published, prior in rows:
+                shown = "-" if published is None else f"{published:.2f}x"
+                print(f"| {batch:g} | {shown} | {prior:.2f}x |")
+                if published is not None:
+                    figures |= {f"curve{number}_batch{batch:g}_published_x": published,
+                                f"curve{number}_batch{batch:g}_prior_x": prior}
     print("\nnot expressible by the prior:")
     for source, why in NOT_EXPRESSIBLE:
         print(f"- {source}: {why}")
+    write_result("prior_curves", "none: the prior's speedup against batch beside published curves it can express",
+                 None, figures, note="curveN: the Nth curve of benchmarks/prior_curves.py's CURVES")
 
 
 if __name__ == "__main__":

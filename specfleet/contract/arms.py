@@ -88,14 +88,14 @@ class SyntheticAcceptance(ContractModel):
 class ArmSpec(ContractModel):
     """One speculation setting. The matrix expands it into one server per k."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    method: Method
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="The arm's name in every result.")
+    method: Method = Field(description="baseline (exactly one arm), or the speculative_config method.")
     k: list[PositiveInt] = Field(
         default_factory=list, description="num_speculative_tokens values to sweep."
     )
     model: str | None = Field(None, description="Draft or speculator path; defaults to models.draft.")
-    prompt_lookup_min: PositiveInt | None = None
-    prompt_lookup_max: PositiveInt | None = None
+    prompt_lookup_min: PositiveInt | None = Field(None, description="ngram only: the shortest n-gram matched.")
+    prompt_lookup_max: PositiveInt | None = Field(None, description="ngram only: the longest n-gram matched.")
     speculative_extra: dict[str, JsonValue] = Field(
         default_factory=dict, description="Further speculative_config keys, passed through as given (lists and "
         "mappings too); checked against the installed engine's SpeculativeConfig before any server starts. With "

@@ -10,30 +10,30 @@ from specfleet.contract.base import ContractModel
 class StochasticTestSpec(ContractModel):
     """A pre-specified two-sample test: sample size follows from these, not from the data."""
 
-    temperature: float = Field(1.0, gt=0)
-    tokens_per_sample: PositiveInt = 8
+    temperature: float = Field(1.0, gt=0, description="Temperature of the sampled tokens compared.")
+    tokens_per_sample: PositiveInt = Field(8, description="Tokens generated per sample.")
     min_detectable_tv: float = Field(
         0.1, gt=0, lt=1, description="Smallest total-variation discrepancy the test must detect."
     )
-    significance: float = Field(0.05, gt=0, lt=0.5)
-    power: float = Field(0.8, gt=0.5, lt=1)
-    max_samples_per_prompt: PositiveInt = 400
+    significance: float = Field(0.05, gt=0, lt=0.5, description="The test's false-rejection rate.")
+    power: float = Field(0.8, gt=0.5, lt=1, description="Chance of detecting a difference of min_detectable_tv.")
+    max_samples_per_prompt: PositiveInt = Field(400, description="Cap on the samples the power asks for.")
 
 
 class EquivalenceSpec(ContractModel):
     prompt_class: str | None = Field(None, description="Prompt class to probe; default the first.")
-    prompts: PositiveInt = 8
-    greedy_max_tokens: PositiveInt = 48
-    stochastic: StochasticTestSpec | None = None
+    prompts: PositiveInt = Field(8, description="Prompts the greedy and stochastic probes use.")
+    greedy_max_tokens: PositiveInt = Field(48, description="Tokens each greedy probe generates.")
+    stochastic: StochasticTestSpec | None = Field(None, description="The stochastic equivalence test; unset: off.")
     quality_tolerance: float | None = Field(
         None, gt=0, description="Allowed drop in a held-out task score, if a quality gate is run."
     )
 
 
 class AnalysisSpec(ContractModel):
-    confidence: float = Field(0.95, gt=0.5, lt=1)
-    bootstrap_resamples: PositiveInt = 2000
-    seed: int = 0
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence of every interval and decision.")
+    bootstrap_resamples: PositiveInt = Field(2000, description="Resamples of the request-level bootstraps.")
+    seed: int = Field(0, description="Seed of the bootstraps and of the performance model.")
     error_control: Literal["family_wise", "false_discovery_rate"] = Field(
         "family_wise", description="How every adopt is corrected for the sweep's many comparisons (cells, "
         "classes, arms at the mix, k policies): family_wise (max-T, simultaneous intervals) or "

@@ -22,7 +22,7 @@ class ModelRef(ContractModel):
 
 
 class ModelsSpec(ContractModel):
-    target: ModelRef
+    target: ModelRef = Field(description="The model every arm serves: its outputs are what the sweep measures.")
     draft: ModelRef | None = Field(
         None, description="Default draft or speculator for arms that need one and name none."
     )
@@ -31,7 +31,7 @@ class ModelsSpec(ContractModel):
 class EngineSpec(ContractModel):
     """How each arm's vLLM server is started. Version is detected at run time."""
 
-    name: Literal["vllm"] = "vllm"
+    name: Literal["vllm"] = Field("vllm", description="The serving engine; vLLM is the one supported.")
     host: str = Field("127.0.0.1", description="Bind address of arm servers.")
     api_key_env: str | None = Field(
         None, description="Name of the environment variable holding the API key (never the key)."
@@ -42,16 +42,20 @@ class EngineSpec(ContractModel):
         "extra_args makes them serve HTTPS (--ssl-certfile, --ssl-keyfile); unset: the system store."
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
-    max_model_len: PositiveInt | None = None
-    max_num_seqs: PositiveInt | None = None
+    max_model_len: PositiveInt | None = Field(None, description="vLLM --max-model-len; unset: the model's own.")
+    max_num_seqs: PositiveInt | None = Field(
+        None, description="vLLM --max-num-seqs, the most sequences in one step; unset: vLLM's default (256).")
     gpu_memory_utilization: float | None = Field(
         None, gt=0, le=1, description="Fraction of device memory; on CPU, of host memory."
     )
     cpu_kvcache_space_gib: PositiveInt | None = Field(
         None, description="VLLM_CPU_KVCACHE_SPACE for the CPU build."
     )
-    startup_timeout_s: PositiveFloat = 600.0
-    stop_grace_s: PositiveFloat = 20.0
+    startup_timeout_s: PositiveFloat = Field(
+        600.0, description="How long a server may take to answer /health before its arm fails with the server's own "
+        "first error.")
+    stop_grace_s: PositiveFloat = Field(
+        20.0, description="Seconds a stopping server gets after SIGTERM before it is killed.")
     max_restarts: NonNegativeInt = Field(
         1, description="Restarts of an arm's server that died mid-sweep, for the arm's remaining cells."
     )
@@ -61,9 +65,12 @@ class HardwareSpec(ContractModel):
     """Hardware and money: the inputs of the whole-replica cost (seed: "Results template and calculator")."""
 
     accelerator: str = Field(min_length=1, description="e.g. 'NVIDIA H200' or 'cpu'.")
-    accelerators_per_replica: PositiveInt = 1
-    tensor_parallel_size: PositiveInt = 1
-    interconnect: str | None = None
+    accelerators_per_replica: PositiveInt = Field(
+        1, description="Accelerators one serving replica occupies: what a replica costs per hour.")
+    tensor_parallel_size: PositiveInt = Field(
+        1, description="vLLM --tensor-parallel-size, at most accelerators_per_replica; each arm asks Ray for that "
+        "many GPUs.")
+    interconnect: str | None = Field(None, description="The accelerators' interconnect (e.g. NVLink), a label.")
     nodes: PositiveInt = Field(
         1, description="Nodes the sweep holds (the layout: the plan's, and the baseline replicas; not fingerprinted)."
     )

@@ -16,17 +16,20 @@ class SweepConfig(ContractModel):
     """The seed's benchmark contract: every field a pilot needs to be comparable and repeatable."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="Experiment name.")
-    description: str = ""
-    models: ModelsSpec
-    engine: EngineSpec = Field(default_factory=EngineSpec)
-    arms: list[ArmSpec] = Field(min_length=2)
-    load: LoadSpec
-    prompt_classes: list[PromptClassSpec] = Field(min_length=1)
-    sampling: list[SamplingSpec] = Field(default_factory=lambda: [SamplingSpec()], min_length=1)
-    slo: SLOSpec
-    hardware: HardwareSpec
-    equivalence: EquivalenceSpec = Field(default_factory=EquivalenceSpec)
-    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    description: str = Field("", description="Free text, shown in reports.")
+    models: ModelsSpec = Field(description="The target and the default draft; hashes are computed at run time.")
+    engine: EngineSpec = Field(default_factory=EngineSpec, description="How every arm's server is started.")
+    arms: list[ArmSpec] = Field(
+        min_length=2, description="At least two, exactly one with method baseline; each speculative arm at each k.")
+    load: LoadSpec = Field(description="The load levels every arm is measured at, and the cells' size.")
+    prompt_classes: list[PromptClassSpec] = Field(min_length=1, description="The prompt classes, each its own cells.")
+    sampling: list[SamplingSpec] = Field(
+        default_factory=lambda: [SamplingSpec()], min_length=1, description="Sampling settings; default one greedy.")
+    slo: SLOSpec = Field(description="The SLO a request must meet for its tokens to count.")
+    hardware: HardwareSpec = Field(description="The accelerator, its price and the cluster's layout.")
+    equivalence: EquivalenceSpec = Field(
+        default_factory=EquivalenceSpec, description="The greedy, stochastic and quality gates.")
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec, description="How the measurements are decided on.")
     traffic: TrafficSpec | None = Field(
         None, description="Production traffic mix the verdict is weighted by; unset: equal class shares and "
         "the measured loads weighted equally (specfleet.verdicts.traffic_mix.effective_mix)."

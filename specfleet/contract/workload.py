@@ -56,7 +56,9 @@ class LoadSpec(ContractModel):
         "server, set its timestamps."
     )
     adaptive_stopping: AdaptiveStoppingSpec | None = Field(
-        None, description="Unset: every cell measures requests_per_cell requests (the fixed budget)."
+        None, description="Unset: every cell measures requests_per_cell requests (the fixed budget); under a "
+        "sweep budget, a relative half-width of 10 % with min_requests a quarter of requests_per_cell (at least 2) "
+        "and max_requests requests_per_cell, so a budget shortens cells and never lengthens one."
     )
 
     @model_validator(mode="after")

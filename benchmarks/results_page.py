@@ -45,7 +45,7 @@ def slug(heading: str) -> str:
 
 
 def _met(result: BenchmarkResult) -> str:
-    return "no goal" if result.goal.startswith("none") else {True: "met", False: "**not met**", None: "not judged"}[
+    return "no goal" if result.goal.startswith("none") else {True: "met", False: "not met", None: "not judged"}[
         result.met]
 
 
@@ -69,7 +69,7 @@ def latest(records: Records) -> list[tuple[Path, BenchmarkResult]]:
 
 def _link(path: Path) -> str:
     relative = path.relative_to(REPO_ROOT).as_posix()
-    return f"[record](../{relative})"
+    return f"[the record](../{relative})"
 
 
 def page(records: Records) -> str:
@@ -87,7 +87,7 @@ def page(records: Records) -> str:
     for path, result in newest:
         subject, doc = DOCS.get(result.benchmark, (result.benchmark, "benchmarks.md"))
         lines += ["", f"### {_heading(result)}", "",
-                  f"{subject[0].upper()}{subject[1:]} ([how to read it]({doc})); record {_link(path)}, commit "
+                  f"{subject[0].upper()}{subject[1:]} ([how to read it]({doc})); {_link(path)}, commit "
                   f"`{result.commit or 'uncommitted'}`, {'on a stored sweep' if result.sweep_id else 'no sweep'}. "
                   f"Goal: {result.goal}. **{_met(result)}**.", ""]
         if result.note:

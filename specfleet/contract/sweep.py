@@ -45,9 +45,9 @@ class SweepConfig(ContractModel):
     @field_validator("traffic")
     @classmethod
     def _traffic_in_matrix(cls, traffic: TrafficSpec | None, info: ValidationInfo) -> TrafficSpec | None:
-        """Cross-check against ``prompt_classes`` and ``load`` (when those validated)."""
-        if traffic is not None and "prompt_classes" in info.data and "load" in info.data:
-            check_traffic(traffic, info.data["prompt_classes"], info.data["load"])
+        """Cross-check against ``prompt_classes``, ``load`` and ``sampling`` (when those validated)."""
+        if traffic is not None and all(name in info.data for name in ("prompt_classes", "load", "sampling")):
+            check_traffic(traffic, info.data["prompt_classes"], info.data["load"], info.data["sampling"])
         return traffic
 
     @model_validator(mode="after")

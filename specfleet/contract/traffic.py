@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from specfleet.contract.base import ContractModel
-from specfleet.contract.workload import LoadSpec, PromptClassSpec
+from specfleet.contract.workload import LoadSpec, PromptClassSpec, SamplingSpec
 
 SHARE_TOLERANCE = 1e-3
 """Absolute tolerance on a share list's sum: shares printed to three decimals still pass."""
@@ -16,10 +16,10 @@ Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
 class TrafficSpec(ContractModel):
-    """Shares of the fleet's traffic per prompt class and per load level.
+    """Shares of the fleet's traffic per prompt class, per load level and per sampling mode.
 
-    Both share lists count ``share_basis`` (output tokens or requests) and are taken as
-    independent: the class mix is the same at every load level.
+    The class and load share lists count ``share_basis`` (output tokens or requests) and are taken
+    as independent: the class mix is the same at every load level.
     """
 
     share_basis: ShareBasis = Field(
@@ -34,15 +34,24 @@ class TrafficSpec(ContractModel):
     rates_per_s: dict[PositiveFloat, Share] | None = Field(
         None, description=f"Share per arrival rate; sums to 1 within {SHARE_TOLERANCE:g} (absolute)."
     )
+    sampling: dict[str, Share] | None = Field(
+        None, description="Share of requests per sampling mode (names of the config's `sampling` entries); sums to "
+        f"1 within {SHARE_TOLERANCE:g} (absolute). Unset: the fleet may serve any mode, so every gate applies to "
+        "every verdict; greedy modes only: a failed stochastic test restricts the arm to greedy requests instead "
+        "of rejecting its greedy verdicts."
+    )
 
     @model_validator(mode="after")
     def _shares_sum_to_one(self) -> "TrafficSpec":
         if (self.concurrency is None) == (self.rates_per_s is None):
             raise ValueError("give exactly one load distribution: concurrency or rates_per_s")
-        for field, shares in (("prompt_classes", self.prompt_classes), ("load", self.load_shares)):
-            total = sum(shares.values())
+        lists = {"prompt_classes": list(self.prompt_classes.values()),
+                 self.load_mode_field: list(self.load_shares.values())}
+        if self.sampling is not None:
+            lists["sampling"] = list(self.sampling.values())
+        for name, shares in lists.items():
+            total = sum(shares)
             if abs(total - 1.0) > SHARE_TOLERANCE:
-                name = field if field == "prompt_classes" else self.load_mode_field
                 raise ValueError(f"{name}: shares sum to {total:g}, not 1 (tolerance {SHARE_TOLERANCE:g})")
         return self
 
@@ -57,8 +66,16 @@ class TrafficSpec(ContractModel):
         return {float(load): share for load, share in (shares or {}).items()}
 
 
-def check_traffic(traffic: TrafficSpec, prompt_classes: list[PromptClassSpec], load: LoadSpec) -> None:
-    """A class or load the matrix does not contain: ``ValueError`` naming the field."""
+    def greedy_only(self, samplings: list[SamplingSpec]) -> bool:
+        """The traffic declares its sampling modes and every one with a share is greedy: a gate that
+        validates sampled decoding only (the stochastic test) then decides no verdict the fleet serves."""
+        greedy = {s.name for s in samplings if s.greedy}
+        return self.sampling is not None and all(name in greedy for name, share in self.sampling.items() if share > 0)
+
+
+def check_traffic(traffic: TrafficSpec, prompt_classes: list[PromptClassSpec], load: LoadSpec,
+                  samplings: list[SamplingSpec]) -> None:
+    """A class, load or sampling mode the matrix does not contain: ``ValueError`` naming the field."""
     names = [p.name for p in prompt_classes]
     for name in traffic.prompt_classes:
         if name not in names:
@@ -69,3 +86,7 @@ def check_traffic(traffic: TrafficSpec, prompt_classes: list[PromptClassSpec], l
         if value not in measured:
             levels = ", ".join(f"{v:g}" for v in measured) or "none"
             raise ValueError(f"{field}.{value:g}: not a load of the sweep (load.{field}: {levels})")
+    modes = [s.name for s in samplings]
+    for name in traffic.sampling or {}:
+        if name not in modes:
+            raise ValueError(f"sampling.{name}: not a sampling mode of the sweep ({', '.join(modes)})")

@@ -36,6 +36,7 @@ from specfleet.stats.samples import CellSample
 from specfleet.verdicts.detection import Detection, detection
 from specfleet.verdicts.evidence import Evidence
 from specfleet.verdicts.rule import Claim, ClaimResult, Verdict
+from specfleet.verdicts.sampling_scope import scoped_gates
 
 ReasonCode = Literal[
     "adopt", "baseline_unqualified", "candidate_not_usable", "baseline_not_usable", "no_qualified_tokens",
@@ -133,6 +134,9 @@ class Decision(RecordModel):
     detection: Detection | None = Field(
         None, description="The cell's minimum detectable saving at 80 % power and, when inconclusive, what would "
         "decide it (None: no interval, no finite break-even, or a summary written before it existed).")
+    serving_warning: str | None = Field(
+        None, description="A gate of sampled decoding that failed on this arm and was left out of this greedy "
+        "verdict, since the traffic declares greedy requests only (specfleet.verdicts.sampling_scope).")
 
     @model_validator(mode="before")
     @classmethod
@@ -166,6 +170,7 @@ class CellCase:
     comparison: Comparison | None
     claim: Claim | None
     unusable: tuple[Literal["candidate", "baseline"], list[CellResult]] | None = None
+    serving_warning: str | None = None
 
 
 def _percentile(values: np.ndarray, q: float) -> float | None:
@@ -273,8 +278,9 @@ def cell_cases(cells: Sequence[CellResult], samples: Mapping[str, CellSample], c
                evidence: Evidence, gates: Mapping[str, Sequence[GateResult]],
                quality: Mapping[SliceKey, GateResult]) -> list[CellCase]:
     """Every speculative (arm, configuration) against every usable baseline run there, its claim
-    added to the family. ``gates`` (equivalence) by arm name; ``quality`` by (arm, prompt class,
-    sampling), a slice missing there has a quality gate that did not run."""
+    added to the family. ``gates`` (equivalence) by arm name, scoped to each slice's sampling mode
+    (``scoped_gates``); ``quality`` by (arm, prompt class, sampling), a slice missing there has a
+    quality gate that did not run."""
     baselines: dict[ConfigKey, list[CellResult]] = defaultdict(list)
     candidates: dict[tuple[ConfigKey, str], list[CellResult]] = defaultdict(list)
     for cell in cells:
@@ -290,15 +296,18 @@ def cell_cases(cells: Sequence[CellResult], samples: Mapping[str, CellSample], c
                       load_mode=key[1], load_value=key[2], sampling=key[3])
         slice_quality = quality.get((arm, where.prompt_class, where.sampling)) or quality_not_run(
             f"{where.prompt_class}/{where.sampling}: no quality gate result for {arm}")
-        arm_gates = [*gates.get(arm, []), slice_quality]
+        scoped = scoped_gates(gates.get(arm, []), config, where.sampling)
+        arm_gates = [*scoped.gates, slice_quality]
         usable = [_sample(c, samples) for c in runs if c.usable]
         base = [_sample(c, samples) for c in baselines.get(key, []) if c.usable]
         if not usable or not base:
             side: Literal["candidate", "baseline"] = "candidate" if not usable else "baseline"
-            cases.append(CellCase(where, arm_gates, None, None, (side, runs if not usable else baselines.get(key, []))))
+            cases.append(CellCase(where, arm_gates, None, None, (side, runs if not usable else baselines.get(key, [])),
+                                  scoped.serving_warning))
             continue
         comparison, claim = compare(evidence, where, base, usable, config.slo, config.hardware)
-        cases.append(CellCase(where, arm_gates, comparison, evidence.family.add(claim) if claim else None))
+        cases.append(CellCase(where, arm_gates, comparison, evidence.family.add(claim) if claim else None,
+                              serving_warning=scoped.serving_warning))
     return cases
 
 
@@ -321,7 +330,8 @@ def _decide(case: CellCase, results: Mapping[str, ClaimResult], config: SweepCon
         why = "; ".join(r for c in cells for r in c.reasons)
         code: ReasonCode = "candidate_not_usable" if side == "candidate" else "baseline_not_usable"
         return Decision(slice=case.where, verdict="reject", reason_code=code, comparison=None, cost=None,
-                        reason=f"no usable {side} cell" + (f": {why}" if why else ""), gates=case.gates)
+                        reason=f"no usable {side} cell" + (f": {why}" if why else ""), gates=case.gates,
+                        serving_warning=case.serving_warning)
     result = results.get(case.claim.key) if case.claim else None
     itl = results.get(f"itl:{claim_key(case.where)}")
     comparison = case.comparison if result is None else case.comparison.model_copy(update={
@@ -340,7 +350,8 @@ def _decide(case: CellCase, results: Mapping[str, ClaimResult], config: SweepCon
         found = found.model_copy(update={"runs_factor": None, "to_decide": None})
     verdict: Verdict = "adopt" if code == "adopt" else "inconclusive" if code in INCONCLUSIVE else "reject"
     return Decision(slice=case.where, verdict=verdict, reason_code=code, reason=reason, comparison=comparison,
-                    cost=cost, gates=case.gates, comparisons=result.comparisons if result else None, detection=found)
+                    cost=cost, gates=case.gates, comparisons=result.comparisons if result else None, detection=found,
+                    serving_warning=case.serving_warning)
 
 
 def _verdict(c: Comparison, cost: CostFigures | None, gates: Sequence[GateResult], quality: GateResult,

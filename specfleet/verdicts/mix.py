@@ -156,6 +156,9 @@ class MixVerdict(RecordModel):
     other_gates: GateCheck = Field(description="The SLO, equivalence and quality gates over the measured cells.")
     comparisons: int | None = Field(None, description="Comparisons of the sweep the verdict was corrected for.")
     min_coverage: float = Field(1.0, description="The share of the mix a verdict must cover to be adoptable.")
+    serving_warning: str | None = Field(
+        None, description="Its cells' serving warnings (``Decision.serving_warning``): a failed gate of sampled "
+        "decoding that greedy-only traffic leaves out of the verdict, shown on its headline.")
     verdict: Verdict = Field(
         "inconclusive", description="adopt, reject or inconclusive (the module's rule), always derived from the "
         "figures and checks above.")
@@ -207,7 +210,9 @@ class MixVerdict(RecordModel):
             verdict += ", other gates FAILED: not adoptable" if not failed else ", other gates FAILED"
         default = " (default mix: no traffic block)" if self.mix.default else ""
         figures = _figures_line(self.fleet, self.comparisons)
-        return f"{partial}{self.subject} / {self.sampling}: {self.verdict.upper()}, {verdict}: {figures}{default}"
+        warning = f"; {self.serving_warning}" if self.serving_warning else ""
+        return (f"{partial}{self.subject} / {self.sampling}: {self.verdict.upper()}, {verdict}: {figures}{default}"
+                f"{warning}")
 
 
 def _figures_line(f: MixFigures, comparisons: int | None) -> str:
@@ -358,7 +363,9 @@ class MixClaims:
         the policies of another rule the sweep measured as arms (``measured``), composed the same way."""
         blocked = {(d.slice.arm, d.slice.sampling, d.slice.prompt_class, d.slice.load_value): d.reason_code
                    for d in decisions if d.reason_code in BLOCKING}
-        out = [self._verdict(s, results, blocked) for s in self.arms]
+        warned = {(d.slice.arm, d.slice.sampling, d.slice.prompt_class, d.slice.load_value): d.serving_warning
+                  for d in decisions if d.serving_warning}
+        out = [self._verdict(s, results, blocked, warned) for s in self.arms]
         chosen_policies = [r.specfleet for r in policies if r.peer is None]
         for policy in [*chosen_policies, *(p for p in measured if p.rule != "specfleet")]:
             if policy.refused is not None or policy.sampling is None:
@@ -374,12 +381,13 @@ class MixClaims:
                 chosen = _Selection(name, f"{subject} ({_ks(self.mix, k_by_load)})", policy.sampling, found)
             elif chosen.name != name:
                 chosen = replace(chosen, name=name, subject=f"{subject} ({_ks(self.mix, k_by_load)})")
-            out.append(self._verdict(chosen, results, blocked))
+            out.append(self._verdict(chosen, results, blocked, warned))
         return out
 
     def _verdict(self, s: _Selection, results: Mapping[str, ClaimResult],
-                 blocked: Mapping[tuple[str, str, str, float], ReasonCode]) -> MixVerdict:
-        cells = []
+                 blocked: Mapping[tuple[str, str, str, float], ReasonCode],
+                 warned: Mapping[tuple[str, str, str, float], str]) -> MixVerdict:
+        cells, warnings = [], []
         for key, share in self.shares.items():
             if share <= 0:
                 continue
@@ -389,6 +397,7 @@ class MixClaims:
                                  measured=isinstance(got, _Source),
                                  reason=got.reason if isinstance(got, _Missing) else None,
                                  blocked_by=blocked.get((arm, s.sampling, key[0], key[1])) if arm else None))
+            warnings.append(warned.get((arm, s.sampling, key[0], key[1])) if arm else None)
         classes = sorted({key[0] for key, share in self.shares.items() if share > 0})
         selected = s.name.endswith("-k-policy")
         fleet = self._figures(s.fleet_key, results, cells, lambda key: True, selected)
@@ -404,7 +413,8 @@ class MixClaims:
             checks=[_check_saving(fleet, comparisons), _check_loads(self.mix, cells),
                     _check_coverage(fleet, self.config.analysis.min_coverage), classes_check],
             other_gates=_check_other_gates(cells), comparisons=comparisons,
-            min_coverage=self.config.analysis.min_coverage)
+            min_coverage=self.config.analysis.min_coverage,
+            serving_warning="; ".join(dict.fromkeys(w for w in warnings if w)) or None)
 
     def _figures(self, key: str | None, results: Mapping[str, ClaimResult], cells: Sequence[MixCell],
                  inside: Inside, selected: bool = False) -> MixFigures:

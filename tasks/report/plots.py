@@ -98,10 +98,18 @@ def heat_map_png(m: HeatMap, spread: float) -> str:
 
 
 def speedup_png(maps: Sequence[HeatMap]) -> str:
-    """Speedup against load per prompt class, one line per arm, bootstrap interval as error bars."""
+    """Speedup against load per prompt class, one line per arm, its interval as error bars, and the
+    break-even (the speedup that saves a whole replica at the baseline's throughput: the same for
+    every arm at a load) as a dashed line: above it speculation pays, below it it does not."""
     rows = maps[0].rows if maps else []
     fig, axes = _grid(max(len(rows), 1), 3, 4.6, 3.4)
     for ax, row in zip(axes, rows or ["(no decisions)"], strict=True):
+        ax.axhline(1.0, color="grey", linestyle=":", linewidth=1, label="1.0 (no change)")
+        even = {j: cell.break_even for m in maps for j, col in enumerate(m.cols)
+                if (cell := m.cells.get((row, col))) and cell.break_even is not None}
+        if even:
+            ax.plot(*zip(*sorted(even.items()), strict=True), "k--", marker="_", markersize=14, linewidth=1,
+                    label="break-even (a whole replica saved)")
         for n, m in enumerate(maps):
             x, y, err = [], [], []
             for j, col in enumerate(m.cols):
@@ -113,7 +121,6 @@ def speedup_png(maps: Sequence[HeatMap]) -> str:
                                 s.high - s.estimate if s.high is not None else 0.0))
             if x:
                 ax.errorbar(x, y, yerr=np.array(err).T, marker="o", capsize=3, label=m.arm)
-        ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="break-even 1.0")
         if maps:
             ax.set_xticks(range(len(maps[0].cols)), maps[0].cols)
         ax.set_title(row)

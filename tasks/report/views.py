@@ -29,6 +29,8 @@ class HeatCell:
     reason_code: str
     beyond_noise: bool
     """The one rule's answer on the cell's corrected interval (``Decision.beyond_noise``), gates aside."""
+    break_even: float | None = None
+    """The speedup that saves a whole replica at the baseline's throughput there (None: none can)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,8 @@ def heat_maps(data: ReportData) -> list[HeatMap]:
         for d in (d for d in data.decisions if d.slice.arm == plan.arm):
             s = d.slice
             cells[(row_label(data.config, s.prompt_class, s.sampling), load_label(s.load_mode, s.load_value))] = \
-                HeatCell(d.interval, d.verdict, d.reason_code, d.beyond_noise)
+                HeatCell(d.interval, d.verdict, d.reason_code, d.beyond_noise,
+                         d.cost.break_even_speedup if d.cost else None)
         maps.append(HeatMap(plan.arm, rows, cols, cells))
     return maps
 

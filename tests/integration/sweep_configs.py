@@ -29,11 +29,13 @@ def tiny_sweep_config(path: Path, name: str, arms: list[dict[str, object]], requ
                       warmup: int = 0, max_tokens: int = 16, concurrency: list[int] | None = None,
                       draft: Path | None = None, api_key_env: str | None = None, **sections: object) -> Path:
     """The demo config cut to one prompt class at concurrency 1 and greedy probes only (no
-    stochastic one), and without the demo's traffic block (its classes and loads are cut), for
+    stochastic one), on the small fixture target (the demo's wide one decodes about eight times
+    slower here), and without the demo's traffic block (its classes and loads are cut), for
     sweeps in tests; ``sections`` replace whole top-level sections.
     Its servers start as test servers do (``TEST_ENGINE_ARGS``, ``TEST_ENGINE_ENV``)."""
     data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
     data.pop("traffic", None)
+    data["models"]["target"]["path"] = "fixture:target"
     data |= {"name": name, "arms": arms,
              "prompt_classes": [{"name": "code", "max_output_tokens": max_tokens}],
              "equivalence": {"prompt_class": "code", "prompts": 2, "greedy_max_tokens": 8}}

@@ -110,7 +110,7 @@ def test_a_known_load_pattern_comes_back_as_token_shares(idle_server: IdleServer
     assert found["mean_prompt_tokens"] is not None and found["mean_prompt_tokens"] > 0
     sweep = load_sweep_config(config)
     spec = TrafficSpec.model_validate(yaml.safe_load(as_block.stdout)["traffic"])
-    check_traffic(spec, sweep.prompt_classes, sweep.load)
+    check_traffic(spec, sweep.prompt_classes, sweep.load, sweep.sampling)
     assert "placeholders" in as_block.stderr + as_block.stdout
     # the same server scraped a second time under another model name: which one must be said
     models = ", ".join(sorted([COPY, SERVED_MODEL_NAME]))

@@ -28,7 +28,7 @@ ARMS
 load: {concurrency: LOADS, requests_per_cell: 24}
 prompt_classes:
 CLASSES
-sampling: [{name: greedy, temperature: 0.0}]
+sampling: SAMPLING
 slo: {ttft_ms: 2000, itl_ms: 200}
 hardware: {accelerator: cpu, accelerator_hour_usd: 1.0, peak_demand_tokens_per_s: 1000000000}
 equivalence: {prompts: 2, quality_tolerance: 0.1}
@@ -40,11 +40,15 @@ DRAFT = "{name: draft, method: draft_model, k: [2, 4]}"
 NGRAM = "{name: ngram, method: ngram, k: [3], prompt_lookup_min: 2, prompt_lookup_max: 5}"
 
 
+GREEDY_ONLY = "[{name: greedy, temperature: 0.0}]"
+
+
 def config(classes: tuple[str, ...] = ("code", "extraction", "chat"), loads: tuple[int, ...] = (1, 4),
-           extra: str = "", arms: tuple[str, ...] = (DRAFT,)) -> SweepConfig:
+           extra: str = "", arms: tuple[str, ...] = (DRAFT,), sampling: str = GREEDY_ONLY) -> SweepConfig:
     lines = "\n".join(f"  - {{name: {c}, max_output_tokens: {TOKENS}}}" for c in classes)
     arm_lines = "\n".join(f"  - {a}" for a in ("{name: baseline, method: baseline}", *arms))
-    text = BASE.replace("LOADS", str(list(loads))).replace("CLASSES", lines).replace("ARMS", arm_lines) + extra
+    text = (BASE.replace("LOADS", str(list(loads))).replace("CLASSES", lines).replace("ARMS", arm_lines)
+            .replace("SAMPLING", sampling) + extra)
     return parse_sweep_config(text, "synthetic.yaml")
 
 
@@ -114,7 +118,8 @@ class Sweep:
         probes = probes if probes is not None else {
             arm: EquivalenceProbe(arm=arm, greedy=greedy, greedy_repeat=greedy if arm == "baseline" else None)
             for arm in arms}
-        answers = {"greedy": {f"q{i}": ItemAnswer(answer="ok", score=1.0) for i in range(20)}}
+        scores = {f"q{i}": ItemAnswer(answer="ok", score=1.0) for i in range(20)}
+        answers = {s.name: scores for s in self.config.sampling}
         quality = {arm: QualityProbe(arm=arm, classes={pc.name: ClassAnswers(source="synthetic", sha256="0" * 64,
                                                                              answers=answers)
                                                        for pc in self.config.prompt_classes}) for arm in arms}

@@ -33,7 +33,7 @@ def test_the_demo_plan_on_the_prior_has_every_key_per_stage_and_in_total() -> No
         "opening baseline", "speculative arms", "closing baseline"]
     for key in ("wall_s", "accelerator_hours", "cost_usd", "cells", "servers", "requests"):
         assert all(key in s for s in stages)
-    assert plan["cells"] == sum(s["cells"] for s in stages) == 30
+    assert plan["cells"] == sum(s["cells"] for s in stages) == 45
     assert plan["wall_s"] > sum(s["wall_s"] for s in stages)  # plus the time outside the arms
 
 
@@ -75,7 +75,7 @@ def test_validate_ends_with_the_plans_headline() -> None:
     last = " ".join(result.stderr.split()).rsplit("cells;", 1)[-1]  # validate reports on stderr
     assert "plan (prior, not calibrated, predicted):" in last and "accelerator-hours" in last and "$" in last
     data = json.loads(runner.invoke(app, ["validate", DEMO, "--json"]).stdout)
-    assert data["plan"]["cells"] == 30 and data["plan_error"] is None
+    assert data["plan"]["cells"] == 45 and data["plan_error"] is None
 
 
 def test_the_nightly_profile_fits_seven_hours_of_one_node() -> None:

@@ -44,7 +44,7 @@ def test_a_config_without_concurrency_levels(tmp_path: Path) -> None:
     text = (root / "configs" / "demo-cpu.yaml").read_text()
     config = tmp_path / "rates.yaml"
     without_traffic = re.sub(r"\ntraffic:\n(  .*\n)+", "\n", text)
-    config.write_text(without_traffic.replace("concurrency: [1, 4]", "rates_per_s: [2.0]"))
+    config.write_text(without_traffic.replace("concurrency: [1, 4, 8]", "rates_per_s: [2.0]"))
     result = runner.invoke(app, ["traffic", "--prometheus", "http://127.0.0.1:9", "--config", str(config)])
     assert result.exit_code == 2
     assert _one_line(result.stderr) == (f"error: {config}: load.concurrency is empty: "

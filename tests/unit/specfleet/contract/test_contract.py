@@ -43,7 +43,7 @@ def test_typo_in_a_key_names_the_field_and_line() -> None:
 
 
 def test_negative_concurrency_names_the_field() -> None:
-    message = _error(DEMO.replace("concurrency: [1, 4]", "concurrency: [1, -4]"))
+    message = _error(DEMO.replace("concurrency: [1, 4, 8]", "concurrency: [1, -4, 8]"))
     assert "load.concurrency[1]" in message and "-4" in message
 
 
@@ -58,8 +58,8 @@ def test_k_list_must_hold_integers(bad: str) -> None:
     [
         ("{name: baseline, method: baseline}", "{name: baseline, method: baseline, k: [2]}", "no k list"),
         ("percentile: 95", "percentile: 101", "slo.percentile"),
-        ("concurrency: [1, 4]", "concurrency: []", "at least one concurrency"),
-        ("concurrency: [1, 4]", "concurrency: [0]", "load.concurrency[0]"),
+        ("concurrency: [1, 4, 8]", "concurrency: []", "at least one concurrency"),
+        ("concurrency: [1, 4, 8]", "concurrency: [0]", "load.concurrency[0]"),
         ("{name: ngram, method: ngram, k: [3]", "{name: ngram, method: ngram, k: []", "non-empty k"),
         ("{name: baseline, method: baseline}", "{name: base2, method: draft_model, k: [1]}", "exactly one"),
         ("method: draft_model", "method: medusa2", "arms[1].method"),
@@ -95,7 +95,7 @@ def test_matrix_expands_baseline_first_and_one_arm_per_k() -> None:
     assert arms[3].speculative_config is not None
     assert arms[3].speculative_config["prompt_lookup_max"] == 5
     cells = cell_identities(config, arms[1])
-    assert len(cells) == 2 * 3 * 1
+    assert len(cells) == 3 * 3 * 1
     assert len({c.key("fp") for c in cells}) == len(cells)
 
 

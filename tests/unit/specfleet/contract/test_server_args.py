@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[4]
 
 def test_arms_get_their_speculative_config_with_resolved_draft() -> None:
     config = parse_sweep_config((ROOT / "configs" / "demo-cpu.yaml").read_text(), "demo")
-    resolved = {"fixture:target": "/models/t", "fixture:draft": "/models/d"}
+    resolved = {"fixture:target-wide": "/models/t", "fixture:draft": "/models/d"}
     baseline, draft_k2, _, ngram = arm_plans(config)
     base_args = server_args(config.engine, config.models.target, baseline, resolved, 8000, "m")
     assert base_args[base_args.index("--model") + 1] == "/models/t"
@@ -49,7 +49,7 @@ def test_dev_endpoints_stay_off_on_a_public_bind() -> None:
 
 def test_stored_arguments_are_each_arms_without_the_deployments_host_and_port() -> None:
     config = parse_sweep_config((ROOT / "configs" / "demo-cpu.yaml").read_text(), "demo")
-    resolved = {"fixture:target": "/models/t", "fixture:draft": "/models/d"}
+    resolved = {"fixture:target-wide": "/models/t", "fixture:draft": "/models/d"}
     stored = deployment_args(config, resolved, "m")
     plans = arm_plans(config)
     assert stored.speculation_off_arm == "baseline" and list(stored.speculative) == [p.arm for p in plans[1:]]
@@ -76,7 +76,7 @@ def test_the_flag_is_read_off_the_servers_own_help() -> None:
 def test_speculative_arms_ask_for_per_request_metrics_where_the_engine_has_them() -> None:
     config = parse_sweep_config((ROOT / "configs" / "demo-cpu.yaml").read_text(), "demo")
     baseline, draft_k2, *_ = arm_plans(config)
-    resolved = {"fixture:target": "/models/t", "fixture:draft": "/models/d"}
+    resolved = {"fixture:target-wide": "/models/t", "fixture:draft": "/models/d"}
 
     def args(arm: ArmPlan, accepted: bool, engine: EngineSpec = config.engine) -> list[str]:
         return server_args(engine, config.models.target, arm, resolved, 8000, "m", per_request_spec_metrics=accepted)

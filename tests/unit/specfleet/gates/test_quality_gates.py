@@ -108,7 +108,8 @@ def test_a_class_without_a_scored_set_is_not_run_for_every_arm() -> None:
 
 
 def test_a_greedy_mode_is_added_when_the_sweep_samples_only() -> None:
-    hot = _config(**{"- {name: greedy, temperature: 0.0}": "- {name: t07, temperature: 0.7, top_p: 0.95, seed: 3}"})
+    hot = _config(**{"- {name: greedy, temperature: 0.0}": "- {name: t07, temperature: 0.7, top_p: 0.95, seed: 3}",
+                     "sampling: {greedy: 1.0}": "sampling: {t07: 1.0}"})
     assert [(s.name, s.temperature, s.seed) for s in quality_samplings(hot)] == [("greedy", 0.0, 0), ("t07", 0.7, 3)]
     both = _config(**{"- {name: greedy, temperature: 0.0}": "- {name: greedy, temperature: 0.0}\n  - {name: t1, "
                                                             "temperature: 1.0}"})

@@ -112,7 +112,7 @@ def test_the_demo_runs_one_arm_at_a_time_and_sums_its_parts() -> None:
     times = estimate_sweep(KnownTiming(), config, {}, budget_s=None)
     e = times.estimate
     assert [s.name for s in e.stages] == ["opening baseline", "speculative arms", "closing baseline"]
-    assert e.servers == 5 and e.cells == 30 and e.fits_budget is None
+    assert e.servers == 5 and e.cells == 45 and e.fits_budget is None
     arms_s = sum(a.wall_s for a in times.arms)
     assert e.wall_s == pytest.approx(arms_s + 20.0)
     assert e.idle_accelerator_hours == pytest.approx(20.0 / 3600)  # one CPU node: idle only outside the arms
@@ -127,7 +127,7 @@ def test_a_node_of_eight_gpus_runs_four_tp2_arms_at_once_and_splits_the_baseline
     e = times.estimate
     assert e.accelerators == 8
     for stage, replicas in ((e.stages[0], times.arms[:4]), (e.stages[2], times.arms[-4:])):
-        assert stage.servers == 4 and stage.cells == 6 + 4  # the six baseline cells, one check per replica
+        assert stage.servers == 4 and stage.cells == 9 + 4  # the nine baseline cells, one check per replica
         assert {a.arm.arm for a in replicas} == {"baseline"}
         assert stage.wall_s == pytest.approx(max(a.wall_s for a in replicas))
         busy_h = sum(a.wall_s for a in replicas) * 2 / 3600
@@ -159,10 +159,10 @@ def test_cells_near_break_even_and_in_the_mix_come_first() -> None:
     arms = arm_plans(config)
     cells = [(a, c) for a in arms for c in cell_identities(config, a)]
     order = cell_order(KnownTiming(tokens=1.0), config, cells, noise_floor=None)
-    assert all(c.k is None for c in order[:6])  # the baseline first
+    assert all(c.k is None for c in order[:9])  # the baseline first
     mix = config.traffic
     assert mix is not None
-    first_spec = order[6]  # the heaviest share of the mix: code at concurrency 4
+    first_spec = order[9]  # the heaviest share of the mix: code at concurrency 4
     assert (first_spec.prompt_class, first_spec.load_value) == ("code", 4.0)
 
     @dataclass(frozen=True)
@@ -175,5 +175,5 @@ def test_cells_near_break_even_and_in_the_mix_come_first() -> None:
     ordered = cell_order(ByK(), config, cells, noise_floor=0.05)
     assert len(ordered) == len(cells) and set(ordered) == {c for _, c in cells}
     spec = [c for c in ordered if c.k is not None]
-    in_mix = [c for c in spec if c.load_value in (1.0, 4.0)]
-    assert all(c.k == 4 for c in in_mix[:6]) and all(c.k != 4 for c in in_mix[6:])
+    in_mix = [c for c in spec if c.load_value in (1.0, 4.0, 8.0)]
+    assert all(c.k == 4 for c in in_mix[:9]) and all(c.k != 4 for c in in_mix[9:])

@@ -158,7 +158,7 @@ def test_with_a_config_the_block_lists_its_classes_and_levels_and_passes_its_che
     assert "placeholders to replace" in text
     assert "60 s steps, coarser than the 1 s scrape interval" in text
     spec = TrafficSpec.model_validate(yaml.safe_load(text)["traffic"])
-    check_traffic(spec, config.prompt_classes, config.load)
+    check_traffic(spec, config.prompt_classes, config.load, config.sampling)
     assert set(spec.prompt_classes) == {p.name for p in config.prompt_classes}
     assert sum(spec.prompt_classes.values()) == pytest.approx(1.0, abs=1e-9)
 

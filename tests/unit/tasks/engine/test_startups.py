@@ -44,8 +44,9 @@ def test_start_ups_are_read_back_per_models_newest_first_kept(tmp_path: Path) ->
 def test_the_prior_counts_the_recorded_median_and_the_slowest_for_a_budget(tmp_path: Path) -> None:
     config = load_sweep_config(DEMO)
     base, draft = arm_plans(config)[:2]
-    assert startup_key(config, base)[0] == "fixture:target" and startup_key(config, base)[1].startswith("settings:")
-    assert startup_key(config, draft)[:2] == ("fixture:target", "fixture:draft")
+    assert startup_key(config, base)[0] == "fixture:target-wide"
+    assert startup_key(config, base)[1].startswith("settings:")
+    assert startup_key(config, draft)[:2] == ("fixture:target-wide", "fixture:draft")
     eager = config.model_copy(update={"engine": config.engine.model_copy(update={"extra_args": ["--enforce-eager"]})})
     assert startup_key(eager, base) != startup_key(config, base)  # another start-up, recorded apart
     secret = config.model_copy(update={"engine": config.engine.model_copy(update={"env": {"HF_TOKEN": "hf_s3cr3t"}})})

@@ -21,7 +21,7 @@ def _tokenizer(directory: Path, vocab: dict[str, int]) -> Path:
 
 def _config(target: Path, draft: Path) -> str:
     text = (ROOT / "configs" / "demo-cpu.yaml").read_text()
-    return text.replace('"fixture:target"', str(target)).replace('"fixture:draft"', str(draft))
+    return text.replace('"fixture:target-wide"', str(target)).replace('"fixture:draft"', str(draft))
 
 
 def test_mismatched_vocabulary_warns_per_draft_arm(tmp_path: Path) -> None:

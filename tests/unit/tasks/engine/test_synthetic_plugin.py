@@ -39,8 +39,8 @@ def test_the_distribution_declares_no_vllm_plugin_and_ships_the_plugins_folder(w
     assert plugin_shipped()
 
 
-@pytest.mark.xfail(strict=True, reason="the packages tasks, flows and cli are still installed under those names "
-                   "(issue 54's rename: setuptools package-dir mapping specfleet_tasks = 'tasks' and the imports)")
+@pytest.mark.xfail(strict=True, reason="the packages tasks, flows and cli are still installed under those generic "
+                   "names: the rename to specfleet-named modules (issue 54) is not done")
 def test_the_wheel_installs_only_specfleet_named_modules(wheel: Path) -> None:
     modules = top_level_modules(wheel)
     assert "specfleet" in modules

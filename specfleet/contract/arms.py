@@ -20,6 +20,13 @@ SET_BY_ARM = {"method": "method", "num_speculative_tokens": "k", "model": "model
               "prompt_lookup_min": "prompt_lookup_min", "prompt_lookup_max": "prompt_lookup_max"}
 """speculative_config keys an arm sets with its own fields: in speculative_extra they would
 silently override the matrix."""
+REJECTION_METHOD_KEY = "rejection_sample_method"
+
+
+def turns_on_synthetic(key: str, value: JsonValue) -> bool:
+    """Whether a ``speculative_config`` key turns on or shapes vLLM's synthetic acceptance
+    (``rejection_sample_method: synthetic``, ``synthetic_acceptance_*``)."""
+    return (key == REJECTION_METHOD_KEY and value == "synthetic") or key.startswith("synthetic_")
 
 
 def parse_schedule(value: object) -> KSchedule:
@@ -136,6 +143,11 @@ class ArmSpec(ContractModel):
         if set_by_arm:
             raise ValueError(f"arm {self.name!r}: speculative_extra.{set_by_arm[0]} is the arm's own "
                              f"{SET_BY_ARM[set_by_arm[0]]}: set it there")
+        synthetic_keys = sorted(key for key, value in self.speculative_extra.items() if turns_on_synthetic(key, value))
+        if synthetic_keys:
+            raise ValueError(f"arm {self.name!r}: speculative_extra.{synthetic_keys[0]} turns on the engine's "
+                             "synthetic acceptance, whose cells are labelled SYNTHETIC and never decided on: set it "
+                             "with synthetic_acceptance")
         if SCHEDULE_KEY in self.speculative_extra:
             largest = max(k for *_, k in parse_schedule(self.speculative_extra[SCHEDULE_KEY]))
             if any(k < largest for k in self.k):
@@ -159,8 +171,7 @@ class ArmSpec(ContractModel):
             if length is not None and length > min(self.k) + 1:
                 raise ValueError(f"arm {self.name!r}: synthetic_acceptance.acceptance_length {length} exceeds "
                                  f"k + 1 = {min(self.k) + 1} at its smallest k")
-            clash = {"rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length"}
-            if clash & set(self.speculative_extra):
+            if REJECTION_METHOD_KEY in self.speculative_extra:
                 raise ValueError(f"arm {self.name!r}: set synthetic acceptance with synthetic_acceptance, not "
                                  "speculative_extra")
         return self

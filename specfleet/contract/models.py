@@ -2,9 +2,12 @@
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from specfleet.contract.base import ContractModel
+
+SPECULATIVE_CONFIG_FLAGS = ("--speculative-config", "-sc")
+"""vLLM's flag for speculation (dotted forms too: ``--speculative-config.method``): each arm sets its own."""
 
 
 class ModelRef(ContractModel):
@@ -59,6 +62,18 @@ class EngineSpec(ContractModel):
     max_restarts: NonNegativeInt = Field(
         1, description="Restarts of an arm's server that died mid-sweep, for the arm's remaining cells."
     )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_speculation(cls, args: list[str]) -> list[str]:
+        """Speculation in the engine's arguments would override every arm's, the baseline's too, and
+        could turn on synthetic acceptance unlabelled."""
+        for arg in args:
+            flag = arg.split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+            if flag in SPECULATIVE_CONFIG_FLAGS:
+                raise ValueError(f"{arg.split('=', 1)[0]} would override every arm's speculation (the baseline's "
+                                 "too): set speculation in arms")
+        return args
 
 
 class HardwareSpec(ContractModel):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.contract.prompts import PromptItem
-from specfleet.contract.server_args import server_args, server_env
+from specfleet.contract.server_args import server_args
 from specfleet.gates.equivalence import EquivalenceProbe
 from specfleet.gates.quality import ClassAnswers, ItemAnswer, QualityProbe, item_answers, quality_samplings
 from specfleet.gates.scored_set import ScoredSet
@@ -30,6 +30,7 @@ from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
 from tasks.engine.startups import record_startup, startup_key
+from tasks.engine.synthetic_plugin import arm_server_env
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for, run_async
 from tasks.plan.versions import engine_distribution
 from tasks.store.results import ResultsStore, probe_file
@@ -135,7 +136,7 @@ def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_pat
     args = server_args(config.engine, config.models.target, arm, resolved, port, SERVED_MODEL_NAME,
                        per_request_spec_metrics=per_request_spec_metrics(arm))
     return ArmServer(
-        args, server_env(config.engine, arm), config.engine.host, port, log_path,
+        args, arm_server_env(config.engine, arm), config.engine.host, port, log_path,
         config.engine.startup_timeout_s, config.engine.stop_grace_s, api_key(config),
         Path(config.engine.ca_bundle) if config.engine.ca_bundle else None,
     )

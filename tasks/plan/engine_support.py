@@ -1,15 +1,14 @@
 """What the installed vLLM build can run, checked before any server starts, once per engine
 version: synthetic acceptance (the CPU build's kernels lack it, read from its files without
-importing it, seconds saved at plan time; specfleet's vLLM plugin supplies it unless
-``VLLM_PLUGINS`` leaves it out), and each speculative arm's method and ``speculative_extra`` against its own
-``SpeculativeConfig`` (``tasks.engine.speculative_fields``)."""
+importing it, seconds saved at plan time; specfleet's vLLM plugin supplies it in synthetic arms'
+servers unless ``VLLM_PLUGINS`` leaves it out), and each speculative arm's method and
+``speculative_extra`` against its own ``SpeculativeConfig`` (``tasks.engine.speculative_fields``)."""
 
 import importlib.util
 import json
 import os
 from collections.abc import Mapping
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import jsonschema
@@ -17,8 +16,9 @@ import jsonschema
 from specfleet.contract import SweepConfig
 from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.errors import InputError
-from tasks.engine.cpu_synthetic import CPU_KERNELS_MODULE, NO_SYNTHETIC_ON_CPU, PLUGIN_NAME
 from tasks.engine.speculative_fields import SpeculativeFields, UnreadableEngine, speculative_fields
+from tasks.engine.synthetic_plugin import plugin_shipped
+from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import CPU_KERNELS_MODULE, NO_SYNTHETIC_ON_CPU, PLUGIN_NAME
 from tasks.plan.versions import engine_distribution
 
 
@@ -38,9 +38,9 @@ def cpu_build_lacks_synthetic(engine: str, engine_version: str | None) -> bool:
 
 
 def synthetic_plugin_loads(server_env: Mapping[str, str]) -> bool:
-    """Whether vLLM processes started with ``server_env`` load specfleet's synthetic-acceptance
-    plugin: it is installed (this package's entry point) and ``VLLM_PLUGINS``, where set, names it."""
-    if not any(ep.name == PLUGIN_NAME for ep in entry_points(group="vllm.general_plugins")):
+    """Whether a synthetic arm's server started with ``server_env`` loads specfleet's synthetic-acceptance
+    plugin: its folder declares it (``tasks.engine.synthetic_plugin``) and ``VLLM_PLUGINS``, where set, names it."""
+    if not plugin_shipped():
         return False
     allowed = server_env.get("VLLM_PLUGINS", os.environ.get("VLLM_PLUGINS"))
     return allowed is None or PLUGIN_NAME in allowed.split(",")
@@ -57,8 +57,8 @@ def check_engine_support(config: SweepConfig, config_path: Path) -> None:
             raise InputError(
                 f"{config_path}: arms[{index}].synthetic_acceptance: the installed {engine} {engine_version} has no "
                 f"synthetic rejection sampling on CPU ({NO_SYNTHETIC_ON_CPU!r}, {CPU_KERNELS_MODULE}) and "
-                f"specfleet's vLLM plugin that supplies it is not loaded (install specfleet in the engine's "
-                f"environment; VLLM_PLUGINS must name {PLUGIN_NAME})")
+                f"specfleet's vLLM plugin that supplies it would not load (VLLM_PLUGINS, where set, must name "
+                f"{PLUGIN_NAME}; specfleet must be installed with its tasks/engine/vllm_plugin folder)")
         if fields is not None:
             check_arm_fields(arm, fields, f"{config_path}: arms[{index}]")
     if config.policy is not None and config.policy.measure and fields is not None and SCHEDULE_KEY not in fields.fields:

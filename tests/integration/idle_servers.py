@@ -4,11 +4,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans, parse_sweep_config
-from specfleet.contract.server_args import server_args, server_env
+from specfleet.contract.server_args import server_args
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer
+from tasks.engine.synthetic_plugin import arm_server_env
 from tests.integration.sweep_configs import fast_start
 
 SERVER_CONFIG = """
@@ -88,5 +89,5 @@ class IdleServers:
         arm, port = self.arms[kind], free_port()
         args = server_args(self.engine, self.target, arm, self.fixture_models, port, SERVED_MODEL_NAME,
                            per_request_spec_metrics=per_request_spec_metrics(arm))
-        return ArmServer(args, server_env(self.engine, arm) | (env or {}), "127.0.0.1", port,
+        return ArmServer(args, arm_server_env(self.engine, arm) | (env or {}), "127.0.0.1", port,
                          self.logs / f"{name}.log", self.engine.startup_timeout_s)

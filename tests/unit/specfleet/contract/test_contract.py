@@ -157,6 +157,36 @@ def test_a_bad_synthetic_setting_is_one_line_naming_it(setting: str, expected: s
     assert expected in _error(_synthetic(setting))
 
 
+@pytest.mark.parametrize(("extra", "key"), [
+    ("{rejection_sample_method: synthetic, synthetic_acceptance_rates: [0.99, 0.99]}", "rejection_sample_method"),
+    ("{synthetic_acceptance_rates: [0.9, 0.8]}", "synthetic_acceptance_rates"),
+    ("{synthetic_acceptance_length: 2.0}", "synthetic_acceptance_length"),
+])
+def test_synthetic_acceptance_under_vllms_own_keys_is_refused_naming_the_key(extra: str, key: str) -> None:
+    """Only ``synthetic_acceptance`` turns it on, so every arm at synthetic acceptance is labelled."""
+    message = _error(DEMO.replace(SYNTHETIC_ARM, SYNTHETIC_ARM + "  - {name: x, method: draft_model, k: [2], "
+                                  f"speculative_extra: {extra}}}\n"))
+    assert f"arms[2]: arm 'x': speculative_extra.{key} turns on the engine's synthetic acceptance" in message
+    assert message.endswith("set it with synthetic_acceptance")
+
+
+def test_the_lossless_rejection_method_is_a_real_arm_and_a_synthetic_arm_sets_none() -> None:
+    standard = "speculative_extra: {rejection_sample_method: standard}"
+    config = parse_sweep_config(DEMO.replace(SYNTHETIC_ARM, SYNTHETIC_ARM + f"  - {{name: x, method: draft_model, "
+                                             f"k: [2], {standard}}}\n"), "demo")
+    assert not any(plan.synthetic for plan in arm_plans(config))
+    assert "set synthetic acceptance with synthetic_acceptance" in _error(
+        _synthetic(f"{{acceptance_length: 2.0}}, {standard}"))
+
+
+@pytest.mark.parametrize("arg", ["--speculative-config", "-sc", "--speculative_config={}",
+                                 "--speculative-config.method"])
+def test_speculation_in_the_engines_arguments_is_refused(arg: str) -> None:
+    """It would override every arm's speculative_config, the baseline's too, synthetic or not."""
+    message = _error(DEMO.replace("engine:\n", f"engine:\n  extra_args: [{json.dumps(arg)}, '{{}}']\n", 1))
+    assert f"engine.extra_args: {arg.split('=')[0]} would override every arm's speculation" in message
+
+
 def test_the_baseline_takes_no_synthetic_acceptance() -> None:
     text = DEMO.replace("{name: baseline, method: baseline}",
                         "{name: baseline, method: baseline, synthetic_acceptance: {acceptance_length: 2.0}}")

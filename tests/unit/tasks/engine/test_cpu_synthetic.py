@@ -1,6 +1,6 @@
-"""The CPU build's synthetic rejection branch (``tasks/engine/cpu_synthetic.py``) against a line-by-line
-port of vLLM's Triton kernels' loop, on random batches; and the installed build's kernels wrapped so
-that vLLM's positional launch (``SYNTHETIC_MODE`` last) reaches it."""
+"""The CPU build's synthetic rejection branch (``tasks/engine/vllm_plugin/specfleet_cpu_synthetic.py``)
+against a line-by-line port of vLLM's Triton kernels' loop, on random batches; and the installed build's
+kernels wrapped so that vLLM's positional launch (``SYNTHETIC_MODE`` last) reaches it."""
 
 import importlib
 
@@ -9,7 +9,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.engine.cpu_synthetic import CPU_KERNELS_MODULE, GREEDY_KERNEL, RANDOM_KERNEL, accept_synthetic, register
+from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import (
+    CPU_KERNELS_MODULE,
+    GREEDY_KERNEL,
+    RANDOM_KERNEL,
+    accept_synthetic,
+    register,
+)
 
 PLACEHOLDER = -1
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from specfleet.errors import InputError
-from tasks.engine.cpu_synthetic import PLUGIN_NAME
+from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
 from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_support import check_engine_support, cpu_build_lacks_synthetic, synthetic_plugin_loads
 from tasks.plan.versions import engine_distribution

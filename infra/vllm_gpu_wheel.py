@@ -7,7 +7,7 @@ install is needed, and the environment ``make`` builds is left as it is. Each ve
 once (``pip download --no-deps``, about 340 MB) and unpacked under ``CACHE_DIR/vllm-gpu/VERSION``;
 a directory with its stamp is reused, one without (a fetch that was cut off) is made again.
 
-    python infra/vllm_gpu_wheel.py CACHE_DIR VERSION [VERSION ...]
+    python infra/vllm_gpu_wheel.py CACHE_DIR [VERSION ...]    (default: VERSIONS)
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import zipfile
 from pathlib import Path
 
 STAMP = ".unpacked-stamp"
+VERSIONS = ("0.33.0", "0.34.0")
+"""The GPU builds the parser tests cover: the pinned minor's first release and the next minor's."""
 
 
 def wheel_dir(cache_dir: Path, version: str) -> Path:
@@ -50,7 +52,7 @@ def fetch(cache_dir: Path, version: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cache_dir", type=Path)
-    parser.add_argument("versions", nargs="+")
+    parser.add_argument("versions", nargs="*", default=list(VERSIONS))
     options = parser.parse_args()
     for version in options.versions:
         print(f"vLLM {version} GPU wheel: {fetch(options.cache_dir, version)}", flush=True)

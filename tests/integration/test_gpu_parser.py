@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from infra.vllm_gpu_wheel import STAMP, wheel_dir
+from infra.vllm_gpu_wheel import STAMP, VERSIONS, wheel_dir
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.server_args import server_args, server_env
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
@@ -30,8 +30,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.gpu_parser]
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "gpu_parser"
-VERSIONS = ("0.33.0", "0.34.0")
-"""The GPU builds covered: the pinned minor's first release and the next minor's (README, "GPU")."""
 STAND_INS = {
     "meta-llama/Llama-3.3-70B-Instruct": HERE / "models" / "llama-3.3-70b-instruct",
     "meta-llama/Llama-3.2-1B-Instruct": HERE / "models" / "llama-3.2-1b-instruct",
@@ -62,28 +60,34 @@ def _rendered(config: SweepConfig) -> list[dict[str, Any]]:
                            tensor_parallel_size=config.hardware.tensor_parallel_size,
                            per_request_spec_metrics=arm.speculative_config is not None)
         arms.append({"arm": arm.arm, "args": args, "env": server_env(config.engine, arm)})
-    baseline = arms[0]["args"]
-    flag = baseline.index("--tensor-parallel-size")
-    arms.append({"arm": WITHOUT_TP, "args": baseline[:flag] + baseline[flag + 2:], "env": arms[0]["env"]})
+    baseline, flag = arms[0]["args"], "--tensor-parallel-size"
+    without = [a for i, a in enumerate(baseline) if a != flag and (i == 0 or baseline[i - 1] != flag)]
+    arms.append({"arm": WITHOUT_TP, "args": without, "env": arms[0]["env"]})
     return arms
 
 
 @cache
-def _engine_views(version: str, config_name: str) -> dict[str, dict[str, Any]]:
-    config = load_sweep_config(ROOT / "configs" / config_name)
-    request = {"wheel": str(_wheel(version)), "arms": _rendered(config)}
+def _engine_views(version: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """(config, arm) -> what ``version``'s engine made of the arm: one child process per version
+    (importing vLLM is most of its time)."""
+    arms = [{**arm, "arm": f"{name}/{arm['arm']}"} for name in GPU_CONFIGS
+            for arm in _rendered(load_sweep_config(ROOT / "configs" / name))]
+    request = {"wheel": str(_wheel(version)), "arms": arms}
     done = subprocess.run([sys.executable, str(HERE / "probe.py")], input=json.dumps(request), capture_output=True,
-                          text=True, timeout=900, check=False, env=os.environ | {"VLLM_LOGGING_LEVEL": "WARNING"})
+                          text=True, timeout=1200, check=False, env=os.environ | {"VLLM_LOGGING_LEVEL": "WARNING"})
     assert done.returncode == 0, done.stderr[-4000:]
-    views = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return {view["arm"]: view for view in views}
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for view in (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")):
+        name, arm = view["arm"].split("/", 1)
+        found[name, arm] = view
+    return found
 
 
 @pytest.mark.parametrize("config_name", GPU_CONFIGS)
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_arm_runs_as_the_config_states_on_the_gpu_build(version: str, config_name: str) -> None:
     config = load_sweep_config(ROOT / "configs" / config_name)
-    views = _engine_views(version, config_name)
+    views = {arm: view for (name, arm), view in _engine_views(version).items() if name == config_name}
     plans = arm_plans(config)
     assert set(views) == {plan.arm for plan in plans} | {WITHOUT_TP}
     for plan in plans:

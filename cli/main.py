@@ -10,6 +10,7 @@ from rich.console import Console
 from cli.errors import exit_on_error
 
 if TYPE_CHECKING:
+    from specfleet.contract import SweepConfig
     from specfleet.planning.estimate import SweepEstimate
 
 app = typer.Typer(
@@ -49,14 +50,15 @@ def validate(
     config: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Validate a sweep config and its scored sets, and show the matrix it expands into."""
+    """Validate a sweep config and its scored sets with every check `sweep` makes before a server
+    starts, and show the matrix it expands into (with --json, each arm's server command)."""
     from specfleet.contract import arm_plans, cell_identities
-    from tasks.plan.config import load_sweep_config
-    from tasks.plan.preflight import config_base_dir
+    from specfleet.planning.budget import budgeted
+    from tasks.plan.preflight import check_inputs, config_base_dir
     from tasks.plan.prompt_sets import load_scored_sets
 
     with exit_on_error():
-        sweep = load_sweep_config(config)
+        sweep = budgeted(check_inputs(config), None)
         scored = load_scored_sets(sweep, config_base_dir(config))
         arms = arm_plans(sweep)
         cells = sum(len(cell_identities(sweep, arm)) for arm in arms)
@@ -66,7 +68,7 @@ def validate(
     if as_json:
         print(json.dumps({"config": str(config), "name": sweep.name, "arms": names, "cells": cells,
                           "scored_items": items, "plan": estimate.model_dump(mode="json") if estimate else None,
-                          "plan_error": why_not}))
+                          "plan_error": why_not, "servers": _server_commands(sweep)}))
         return
     sets = ", ".join(f"{name} {'no scored set' if n is None else f'{n} items'}" for name, n in items.items())
     gate = ("quality gate not run (equivalence.quality_tolerance is unset)"
@@ -78,6 +80,17 @@ def validate(
         console.print(f"{headline(estimate)} (`specfleet plan` for stages)", highlight=False)
     else:
         console.print(f"plan: none ({why_not})", highlight=False)
+
+
+def _server_commands(sweep: "SweepConfig") -> list[dict[str, object]]:
+    """Each arm's server command and environment as the sweep starts it here (fixture names unbuilt)."""
+    from specfleet.contract.server_args import arm_server_commands
+    from tasks.arm.lifecycle import SERVED_MODEL_NAME
+    from tasks.engine.features import per_request_spec_metrics
+    from tasks.plan.models import named_models
+
+    commands = arm_server_commands(sweep, named_models(sweep), SERVED_MODEL_NAME, per_request_spec_metrics)
+    return [command.model_dump(mode="json") for command in commands]
 
 
 def _plan_headline(config: Path) -> "tuple[SweepEstimate | None, str | None]":

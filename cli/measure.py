@@ -57,6 +57,7 @@ def measure_json(cell: CellResult, slo_given: bool, tls_verification: str | None
         "energy": cell.energy.model_dump(),
         "client_lag_p99_ms": cell.client_lag_p99_ms,
         "tls_verification": tls_verification,
+        "prefix_cache_not_reset": cell.prefix_cache_not_reset,
     }
 
 

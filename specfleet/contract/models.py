@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, ValidationInfo, field_validator
 
 from specfleet.contract.base import ContractModel
 
@@ -111,4 +111,38 @@ class HardwareSpec(ContractModel):
     @property
     def on_cpu(self) -> bool:
         """The CPU build of vLLM: arms take whole nodes, the engine's CPU self-checks apply."""
-        return self.accelerator.strip().lower() == "cpu"
+        return _is_cpu(self.accelerator)
+
+    @field_validator("tensor_parallel_size")
+    @classmethod
+    def _one_group_per_replica(cls, tp: int, info: ValidationInfo) -> int:
+        """A replica is one tensor-parallel group: the server shards over ``tp`` accelerators
+        (``--tensor-parallel-size``), Ray reserves that many and the cost charges
+        ``accelerators_per_replica``, so on accelerators the two are the same number."""
+        per_replica = info.data.get("accelerators_per_replica")
+        if per_replica is None:
+            return tp
+        if tp > per_replica:
+            raise ValueError(f"exceeds accelerators_per_replica {per_replica}")
+        if tp != per_replica and not _is_cpu(info.data.get("accelerator")):
+            raise ValueError(f"differs from accelerators_per_replica {per_replica}: a replica's server shards over "
+                             "exactly the accelerators its cost charges (set both to the same number)")
+        return tp
+
+    @field_validator("accelerators_per_node")
+    @classmethod
+    def _groups_fill_the_node(cls, per_node: int | None, info: ValidationInfo) -> int | None:
+        """Each arm takes one tensor-parallel group of a node; a group never spans nodes."""
+        tp = info.data.get("tensor_parallel_size")
+        if per_node is None or tp is None or _is_cpu(info.data.get("accelerator")):
+            return per_node
+        if tp > per_node:
+            raise ValueError(f"fewer than tensor_parallel_size {tp}: an arm's server runs on one node")
+        if per_node % tp:
+            raise ValueError(f"not a multiple of tensor_parallel_size {tp}: the node's accelerators "
+                             f"split into tensor-parallel groups of {tp}, one arm each")
+        return per_node
+
+
+def _is_cpu(accelerator: object) -> bool:
+    return isinstance(accelerator, str) and accelerator.strip().lower() == "cpu"

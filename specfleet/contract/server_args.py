@@ -3,7 +3,7 @@
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import Field
 
@@ -43,6 +43,8 @@ def server_args(
     resolved: Mapping[str, str],
     port: int,
     served_model_name: str,
+    *,
+    tensor_parallel_size: int,
     seed: int = 0,
     per_request_spec_metrics: bool = False,
 ) -> list[str]:
@@ -51,7 +53,9 @@ def server_args(
     ``resolved`` maps model names in the config (e.g. ``fixture:target``) to what the
     server loads; names not in it are passed as they are. The API key is not here: it
     travels in the environment (VLLM_API_KEY) so it never appears in a process listing
-    or a log. With ``per_request_spec_metrics`` (the engine accepts the flag) a speculative arm
+    or a log. ``tensor_parallel_size`` is the hardware's (``hardware.tensor_parallel_size``): the
+    accelerators Ray reserves for the arm and the cost charges are the ones the server shards over.
+    With ``per_request_spec_metrics`` (the engine accepts the flag) a speculative arm
     gets ``--per-request-spec-decode-metrics summary``, unless ``engine.extra_args`` sets it.
     """
     args = [
@@ -61,6 +65,7 @@ def server_args(
         "--port", str(port),
         "--dtype", target.dtype,
         "--seed", str(seed),
+        "--tensor-parallel-size", str(tensor_parallel_size),
     ]
     if target.tokenizer:
         args += ["--tokenizer", resolved.get(target.tokenizer, target.tokenizer)]
@@ -85,6 +90,40 @@ def server_args(
     return args + list(engine.extra_args)
 
 
+def server_command(args: Sequence[str]) -> str:
+    """The shell command that starts a server with ``args``."""
+    return shlex.join(["python", "-m", SERVER_MODULE, *args])
+
+
+def _without(args: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """``args`` less each of ``flags`` and its value."""
+    return [a for i, a in enumerate(args) if a not in flags and (i == 0 or args[i - 1] not in flags)]
+
+
+class ArmServerCommand(RecordModel):
+    """One arm's server as the sweep starts it (``specfleet validate --json``): the dry run a user
+    reviews before a night on the accelerators."""
+
+    arm: str
+    command: str = Field(description="The server's shell command, without --port (each server gets a free "
+                         "port when it starts).")
+    env: dict[str, str] = Field(description="What the server's environment adds to the sweep's (never the API key).")
+
+
+def arm_server_commands(config: SweepConfig, resolved: Mapping[str, str], served_model_name: str,
+                        per_request_spec_metrics: Callable[[ArmPlan], bool]) -> list[ArmServerCommand]:
+    """Every arm's ``server_args`` and ``server_env``, ``per_request_spec_metrics`` telling which
+    arms the engine gives per-request acceptance (``tasks.engine.features``)."""
+    commands = []
+    for arm in arm_plans(config):
+        args = server_args(config.engine, config.models.target, arm, resolved, 0, served_model_name,
+                           tensor_parallel_size=config.hardware.tensor_parallel_size,
+                           per_request_spec_metrics=per_request_spec_metrics(arm))
+        commands.append(ArmServerCommand(arm=arm.arm, command=server_command(_without(args, ("--port",))),
+                                         env=server_env(config.engine, arm)))
+    return commands
+
+
 class DeploymentArgs(RecordModel):
     """Each arm's server arguments for the sweep's target, as its servers ran them, without
     ``--host`` and ``--port`` (the deployment's own). Speculation is set when a vLLM server
@@ -97,17 +136,16 @@ class DeploymentArgs(RecordModel):
 
     def command(self, arm: str | None = None) -> str:
         """The shell command of ``arm``'s server (the speculation-off one when None)."""
-        args = self.speculation_off if arm is None else self.speculative[arm]
-        return shlex.join(["python", "-m", SERVER_MODULE, *args])
+        return server_command(self.speculation_off if arm is None else self.speculative[arm])
 
 
 def deployment_args(config: SweepConfig, resolved: Mapping[str, str], served_model_name: str,
                     seed: int = 0) -> DeploymentArgs:
     """Every arm's ``server_args`` less the flags in ``PLACED_BY_DEPLOYMENT``."""
     def args(arm: ArmPlan) -> list[str]:
-        full = server_args(config.engine, config.models.target, arm, resolved, 0, served_model_name, seed)
-        return [a for i, a in enumerate(full) if a not in PLACED_BY_DEPLOYMENT
-                and (i == 0 or full[i - 1] not in PLACED_BY_DEPLOYMENT)]
+        return _without(server_args(config.engine, config.models.target, arm, resolved, 0, served_model_name,
+                                    tensor_parallel_size=config.hardware.tensor_parallel_size, seed=seed),
+                        PLACED_BY_DEPLOYMENT)
 
     plans = arm_plans(config)
     return DeploymentArgs(speculation_off_arm=plans[0].arm, speculation_off=args(plans[0]),

@@ -70,9 +70,6 @@ class SweepConfig(ContractModel):
             wanted = self.policy.sampling
             if wanted is not None and wanted not in {s.name for s in self.sampling}:
                 raise ValueError(f"policy.sampling {wanted!r} is not a sampling of the config")
-        tp, per_replica = self.hardware.tensor_parallel_size, self.hardware.accelerators_per_replica
-        if tp > per_replica:
-            raise ValueError(f"tensor_parallel_size {tp} exceeds accelerators_per_replica {per_replica}")
         return self
 
     @property

@@ -16,6 +16,8 @@ DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 CACHE_INFO = "vllm:cache_config_info"
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,13 @@ def spec_decode_delta(before: SpecDecodeCounters, after: SpecDecodeCounters) -> 
         mean_acceptance_length=pooled_acceptance_length(accepted, drafts),
         acceptance_per_position=[n / drafts for n in per_pos] if drafts > 0 else [],
     )
+
+
+def requests_in_flight(text: str) -> int | None:
+    """Requests the server is running or holding waiting (the gauges ``vllm:num_requests_running``
+    and ``vllm:num_requests_waiting``, summed over engines); None when it exposes neither."""
+    counts = [value for name, _, value in _samples(text) if name in (RUNNING, WAITING)]
+    return int(round(sum(counts))) if counts else None
 
 
 def parse_kv_cache_info(text: str) -> KVCacheInfo | None:

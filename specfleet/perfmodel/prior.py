@@ -24,8 +24,10 @@ PRIOR_LABEL = "prior, not calibrated"
 BYTES_PER_PARAM: dict[str, float] = {"float32": 4.0, "float": 4.0, "bfloat16": 2.0, "float16": 2.0,
                                      "half": 2.0}
 """``auto`` (vLLM's default) is the checkpoint's own dtype: ``shape_from_hf_config`` reads it."""
-QUANTIZED_BYTES_PER_PARAM: dict[str, float] = {"fp8": 1.0, "int8": 1.0, "w8a8": 1.0, "awq": 0.5, "gptq": 0.5,
-                                               "int4": 0.5}
+QUANTIZED_BYTES_PER_PARAM: dict[str, float] = {"fp8": 1.0, "fp8_per_tensor": 1.0, "fp8_per_channel": 1.0,
+                                               "fp8_per_block": 1.0, "int8": 1.0, "w8a8": 1.0, "awq": 0.5,
+                                               "gptq": 0.5, "int4": 0.5}
+"""Weight bytes per parameter by vLLM ``--quantization``; ``fp8_per_*`` are vLLM 0.33's online FP8 names."""
 DRAFT_HEAD_METHODS = frozenset({"eagle", "eagle3", "mtp"})
 """Methods whose proposer is a head of about one decoder layer of the target, run once per position."""
 

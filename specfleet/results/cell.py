@@ -166,6 +166,10 @@ class CellResult(RecordModel):
     measured_requests: int | None = Field(None, description="Measured requests sent; None in cells stored "
                                           "before it was recorded.")
     records_file: str | None = Field(None, description="Per-request Parquet, relative to the results dir.")
+    prefix_cache_not_reset: str | None = Field(
+        None, description="Why the server's prefix cache was not cleared before the cell, which may then have "
+        "started on the previous cell's cached prefixes; None when it was cleared, or in cells stored before "
+        "it was recorded.")
     engine_version: str | None = None
     started_at: str | None = None
     server: str | None = Field(

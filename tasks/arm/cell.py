@@ -1,6 +1,7 @@
 """Measure one cell against a running OpenAI-compatible endpoint and store it as it finishes."""
 
-import contextlib
+import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,7 +12,12 @@ from specfleet.contract import CellIdentity, SamplingSpec, SLOSpec
 from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.measure.metrics import CI_CONFIDENCE, assemble_cell, client_saturation
-from specfleet.measure.telemetry import parse_kv_cache_info, parse_spec_decode_counters, spec_decode_delta
+from specfleet.measure.telemetry import (
+    parse_kv_cache_info,
+    parse_spec_decode_counters,
+    requests_in_flight,
+    spec_decode_delta,
+)
 from specfleet.results import CellResult, SpecDecodeStats
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper
@@ -87,10 +93,66 @@ async def _scrape(client: httpx.AsyncClient) -> str | None:
         return None
 
 
-async def _reset_prefix_cache(client: httpx.AsyncClient) -> None:
-    """Between cells, so repeats are comparable. Servers without the endpoint are left as they are."""
-    with contextlib.suppress(httpx.HTTPError):
-        await client.post("/reset_prefix_cache")
+RESET_DRAIN_TIMEOUT_S = 120.0
+"""How long a refused prefix-cache reset waits for the server's in-flight requests to drain, trying again."""
+RESET_POLL_S = 0.5
+RESET_ENDPOINT = "/reset_prefix_cache"
+NO_RESET_ENDPOINT = ("the server has no POST /reset_prefix_cache (404: vLLM's dev endpoints are off, as on a "
+                     "non-loopback engine.host without VLLM_SERVER_DEV_MODE=1)")
+
+
+@dataclass(frozen=True)
+class PrefixCacheReset:
+    """What came of clearing the prefix cache before a cell: ``reason`` None when it was cleared;
+    ``distrusted`` when the server has the endpoint and refused until the bound ran out."""
+
+    reason: str | None = None
+    distrusted: bool = False
+
+
+async def reset_prefix_cache(client: httpx.AsyncClient, drain_timeout_s: float = RESET_DRAIN_TIMEOUT_S,
+                             poll_s: float = RESET_POLL_S) -> PrefixCacheReset:
+    """Between cells, so repeats are comparable. vLLM answers ``{"success": false}`` while KV blocks
+    are still held (by requests the client gave up on, say): then wait for its running and waiting
+    requests (``/metrics``) to drain and try again, for up to ``drain_timeout_s``."""
+    deadline = time.monotonic() + drain_timeout_s
+    in_flight: int | None = None
+    while True:
+        try:
+            response = await client.post(RESET_ENDPOINT)
+        except httpx.HTTPError as err:
+            return PrefixCacheReset(f"POST {RESET_ENDPOINT} failed ({type(err).__name__})")
+        if response.status_code == 404:
+            return PrefixCacheReset(NO_RESET_ENDPOINT)
+        if response.status_code != 200:
+            return PrefixCacheReset(f"POST {RESET_ENDPOINT} answered {response.status_code}")
+        if _reset_succeeded(response):
+            return PrefixCacheReset()
+        in_flight = await _drain(client, deadline, poll_s)
+        if time.monotonic() >= deadline:
+            held = "unknown (no /metrics)" if in_flight is None else str(in_flight)
+            return PrefixCacheReset(f"the server refused to reset its prefix cache (success false) for "
+                                    f"{drain_timeout_s:g} s; requests in flight at the end: {held}", distrusted=True)
+        await asyncio.sleep(poll_s)
+
+
+def _reset_succeeded(response: httpx.Response) -> bool:
+    """vLLM answers ``{"success": bool}``; older servers answer 200 with no body (then trusted)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return True
+    return not isinstance(body, dict) or body.get("success") is not False
+
+
+async def _drain(client: httpx.AsyncClient, deadline: float, poll_s: float) -> int | None:
+    """Poll the running and waiting gauges until none is in flight or ``deadline``; the last count."""
+    while True:
+        text = await _scrape(client)
+        in_flight = None if text is None else requests_in_flight(text)
+        if in_flight == 0 or time.monotonic() >= deadline:
+            return in_flight
+        await asyncio.sleep(poll_s)
 
 
 def _spec_decode(before: str | None, after: str | None) -> tuple[SpecDecodeStats | None, str | None]:
@@ -115,7 +177,7 @@ async def measure_cell(
     ``server`` names the server life the endpoint is (``CellResult.server``)."""
     started_at = datetime.now(UTC).isoformat()
     async with endpoint.async_client(10) as client:
-        await _reset_prefix_cache(client)
+        reset = await reset_prefix_cache(client)
         snapshots: dict[str, str | None] = {}
 
         async def before_measured() -> None:
@@ -143,10 +205,12 @@ async def measure_cell(
         spec_decode=spec,
         spec_decode_unavailable=spec_missing,
         kv_cache=parse_kv_cache_info(after) if after else None,
-        server_failed=server_failed, runner_reasons=[saturated] if saturated else [], client_lag_p99_ms=lag_ms,
+        server_failed=server_failed, client_lag_p99_ms=lag_ms,
+        runner_reasons=[r for r in (saturated, reset.reason if reset.distrusted else None) if r],
         records_file=records_file, engine_version=engine_version, started_at=started_at,
         stop_reason=_stop_reason(stopper), server=server,
     )
+    cell = cell.model_copy(update={"prefix_cache_not_reset": reset.reason})
     if store is not None:
         store.write_cell(cell)
     return cell

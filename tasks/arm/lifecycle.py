@@ -134,6 +134,7 @@ class _Gate:
 def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_path: Path) -> ArmServer:
     port = free_port(config.engine.host)
     args = server_args(config.engine, config.models.target, arm, resolved, port, SERVED_MODEL_NAME,
+                       tensor_parallel_size=config.hardware.tensor_parallel_size,
                        per_request_spec_metrics=per_request_spec_metrics(arm))
     return ArmServer(
         args, arm_server_env(config.engine, arm), config.engine.host, port, log_path,
@@ -204,7 +205,8 @@ def run_arm(
         remaining = sorted(by_priority(budget, remaining, lambda cell: cell[1]), key=lambda c: not c[0].replica_check)
         measured = (c.identity for c in store.cells() if c.key in done)
         run.gate = _Gate(budget, closing, bracket_keys(remaining, measured) if closing else frozenset())
-    energy = EnergyWindow(*find_counter()) if remaining else None
+    server_environ = os.environ | arm_server_env(config.engine, arm)  # its CUDA_VISIBLE_DEVICES: the GPUs Ray assigned
+    energy = EnergyWindow(*find_counter(environ=server_environ)) if remaining else None
     while remaining and energy is not None:
         if run.clock.server_starts > config.engine.max_restarts:
             run.outcome.error = (f"{run.outcome.error}; not restarted again (engine.max_restarts "

@@ -48,10 +48,8 @@ def arm_resources(config: SweepConfig) -> dict[str, Any]:
     """GPU arms ask for their tensor-parallel degree; a CPU arm takes a whole node's cores."""
     if not config.hardware.on_cpu:
         gpus = config.hardware.tensor_parallel_size
-        seen = ray.cluster_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
-        if seen < gpus:
-            raise InputError(f"hardware.tensor_parallel_size {gpus}: Ray sees {seen:g} GPUs "
-                             f"(hardware.accelerator is {config.hardware.accelerator!r}; use 'cpu' for the CPU build)")
+        check_gpu_nodes(config, [node["Resources"].get("GPU", 0.0) for node in ray.nodes()  # type: ignore[no-untyped-call]
+                                 if node["Alive"]])
         return {"num_gpus": gpus, "num_cpus": 1}
     cores = [node["Resources"].get("CPU", 1.0) for node in ray.nodes()  # type: ignore[no-untyped-call]
              if node["Alive"] and ARM_RESOURCE in node["Resources"]]
@@ -59,3 +57,19 @@ def arm_resources(config: SweepConfig) -> dict[str, Any]:
         raise InputError(f"the Ray cluster has no {ARM_RESOURCE!r} resource: start each CPU node with "
                          f"--resources '{{\"{ARM_RESOURCE}\": 1}}'")
     return {"num_cpus": min(cores), "resources": {ARM_RESOURCE: 1}}
+
+
+def check_gpu_nodes(config: SweepConfig, gpus_per_node: list[float]) -> None:
+    """An arm's tensor-parallel group runs on one node (a Ray task's GPUs never span nodes): some
+    node must hold ``hardware.tensor_parallel_size`` GPUs, and the nodes the plan's layout
+    assumes (``hardware.accelerators_per_node``) must be there."""
+    hw = config.hardware
+    tp = hw.tensor_parallel_size
+    fitting = [count for count in gpus_per_node if count >= tp]
+    if not fitting:
+        largest = max(gpus_per_node, default=0.0)
+        raise InputError(f"hardware.tensor_parallel_size {tp}: no Ray node has that many GPUs (the largest has "
+                         f"{largest:g}; hardware.accelerator is {hw.accelerator!r}; use 'cpu' for the CPU build)")
+    if hw.accelerators_per_node is not None and max(fitting) < hw.accelerators_per_node:
+        raise InputError(f"hardware.accelerators_per_node {hw.accelerators_per_node}: the largest Ray node has "
+                         f"{max(fitting):g} GPUs, so fewer arms would run at once than the plan assumes")

@@ -60,7 +60,7 @@ def check_engine_support(config: SweepConfig, config_path: Path) -> None:
                 f"specfleet's vLLM plugin that supplies it would not load (VLLM_PLUGINS, where set, must name "
                 f"{PLUGIN_NAME}; specfleet must be installed with its tasks/engine/vllm_plugin folder)")
         if fields is not None:
-            check_arm_fields(arm, fields, f"{config_path}: arms[{index}]")
+            check_arm_fields(arm, fields, f"{config_path}: arms[{index}]", config.engine.env | arm.env)
     if config.policy is not None and config.policy.measure and fields is not None and SCHEDULE_KEY not in fields.fields:
         raise InputError(f"{config_path}: policy.measure: the installed {_engine(fields)} has no {SCHEDULE_KEY}, "
                          "so it cannot run a k policy")
@@ -78,19 +78,42 @@ def _engine(fields: SpeculativeFields) -> str:
     return f"{fields.engine} {fields.version}"
 
 
-def check_arm_fields(arm: ArmSpec, fields: SpeculativeFields, where: str) -> None:
+RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+"""vLLM's switch between its model runners; unset, vLLM picks V2 where Triton runs (``vllm/config/vllm.py``,
+``VllmConfig.use_v2_model_runner``)."""
+
+
+def runs_model_runner_v2(fields: SpeculativeFields, server_env: Mapping[str, str]) -> bool:
+    """Whether the arm's server (started with ``server_env`` over this process's environment) can run
+    Model Runner V2: it needs Triton here (``fields.model_runner_v2``), and ``VLLM_USE_V2_MODEL_RUNNER``,
+    where set (vLLM reads it as an integer), must not turn it off."""
+    chosen = server_env.get(RUNNER_ENV, os.environ.get(RUNNER_ENV))
+    if chosen is None or not chosen.strip():
+        return fields.model_runner_v2
+    try:
+        return fields.model_runner_v2 and bool(int(chosen))
+    except ValueError:
+        raise InputError(f"{RUNNER_ENV}={chosen!r}: vLLM reads it as 0 or 1") from None
+
+
+def check_arm_fields(arm: ArmSpec, fields: SpeculativeFields, where: str,
+                     server_env: Mapping[str, str] | None = None) -> None:
     """The arm's method is one the engine has, and each ``speculative_extra`` key is a field of
-    its SpeculativeConfig holding a value of the field's type; else an ``InputError`` naming it."""
+    its SpeculativeConfig holding a value of the field's type; else an ``InputError`` naming it.
+    ``server_env`` is what the arm's server adds to the environment (``engine.env`` then the arm's)."""
     if arm.method not in fields.methods:
         raise InputError(f"{where}.method: {arm.method!r} is not a speculative method of the installed "
                          f"{_engine(fields)}")
     if arm.method == "suffix" and not fields.suffix_installed:
         raise InputError(f"{where}.method: suffix needs arctic-inference, which the installed {_engine(fields)} "
                          "does not have (pip install arctic-inference)")
-    if arm.adaptive_verification and not (fields.model_runner_v2 or fields.adaptive_verification_on_v1):
+    v2 = runs_model_runner_v2(fields, server_env or {})
+    if arm.adaptive_verification and not (v2 or fields.adaptive_verification_on_v1):
+        why = (f"{RUNNER_ENV}=0 in the arm's environment (engine.env or the arm's env) selects V1"
+               if fields.model_runner_v2 else "V2 needs Triton with a backend for this machine (it has none here)")
         raise InputError(f"{where}.speculative_extra.{ADAPTIVE_VERIFICATION_KEY}: the installed {_engine(fields)} "
-                         "runs adaptive verification on its Model Runner V2 only, which needs Triton with a backend "
-                         "for this machine (it has none here); its V1 runner refuses the setting")
+                         f"runs adaptive verification on its Model Runner V2 only and {why}; its V1 runner refuses "
+                         "the setting")
     for key, value in arm.speculative_extra.items():
         if key not in fields.fields:
             raise InputError(f"{where}.speculative_extra.{key}: not a field of the installed {_engine(fields)}'s "

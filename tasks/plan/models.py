@@ -34,11 +34,29 @@ def model_names(config: SweepConfig) -> list[str]:
     return names
 
 
+FIXTURES = ("target", "draft", "tokenizer", WIDE)
+
+
+def check_fixture_names(config: SweepConfig) -> None:
+    """Every ``fixture:`` name is one ``resolve_models`` builds (checked without building any)."""
+    for name in model_names(config):
+        if name.startswith(FIXTURE_PREFIX) and name.removeprefix(FIXTURE_PREFIX) not in FIXTURES:
+            raise InputError(f"models: unknown fixture {name!r} (expected fixture:{'|'.join(FIXTURES)})")
+
+
+def named_models(config: SweepConfig) -> dict[str, str]:
+    """What ``resolve_models`` maps each local path to, without building the fixtures (their
+    names stay as they are)."""
+    return {name: str(Path(name).expanduser()) for name in model_names(config)
+            if not name.startswith(FIXTURE_PREFIX) and looks_local(name)}
+
+
 def resolve_models(config: SweepConfig, cache_root: Path | None = None,
                    progress: "BuildProgress | None" = None) -> dict[str, str]:
     """Map ``fixture:target|draft|tokenizer`` to built fixture dirs (building them the first time,
     reporting to ``progress``) and ``fixture:target-wide`` to the target widened
     next to them (``tasks/fixtures/wide.py``); check local paths exist."""
+    check_fixture_names(config)
     resolved: dict[str, str] = {}
     names = model_names(config)
     if any(n.startswith(FIXTURE_PREFIX) for n in names):
@@ -54,9 +72,6 @@ def resolve_models(config: SweepConfig, cache_root: Path | None = None,
 
                     resolved[name] = str(widen(fixtures.target, fixtures.target.with_name(WIDE)))
                     continue
-                if which not in table:
-                    raise InputError(f"models: unknown fixture {name!r} (expected fixture:target|draft|tokenizer|"
-                                     f"{WIDE})")
                 resolved[name] = str(table[which])
     for name in names:
         if name in resolved:

@@ -2,14 +2,16 @@
 target's vocabulary."""
 
 import json
+import os
 from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
+from specfleet.contract.server_args import server_env
 from specfleet.errors import InputError
 from tasks.loadgen.endpoint import verifying_context
 from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_support import check_engine_support
-from tasks.plan.models import FIXTURE_PREFIX, local_dir, looks_local
+from tasks.plan.models import FIXTURE_PREFIX, check_fixture_names, local_dir, looks_local
 from tasks.plan.prompt_sets import load_prompt_class
 
 
@@ -54,6 +56,22 @@ def tokenizer_warnings(config: SweepConfig, resolved: dict[str, str]) -> list[st
     return sorted(set(warnings))
 
 
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
+
+
+def prefix_cache_warnings(config: SweepConfig) -> list[str]:
+    """One line when some arm's server will have no ``POST /reset_prefix_cache`` (a dev endpoint,
+    on only with ``VLLM_SERVER_DEV_MODE=1``, which specfleet sets on a loopback bind): its cells
+    cannot clear the previous cell's cached prefixes, and each says so (``prefix_cache_not_reset``)."""
+    without = [arm.arm for arm in arm_plans(config)
+               if (server_env(config.engine, arm).get(DEV_MODE_ENV) or os.environ.get(DEV_MODE_ENV)) != "1"]
+    if not without:
+        return []
+    return [f"WARNING: arms {', '.join(without)}: their servers bind engine.host {config.engine.host!r} without "
+            f"{DEV_MODE_ENV}=1, so vLLM answers POST /reset_prefix_cache with 404 and each cell may start on the "
+            "previous cell's cached prefixes (set it in engine.env to clear them on a host you trust)"]
+
+
 def config_base_dir(config_path: Path) -> Path:
     """Relative prompt and model paths in a config resolve against its folder."""
     return config_path.resolve().parent
@@ -80,6 +98,7 @@ def check_inputs(config_path: Path) -> SweepConfig:
     cannot run. Raises ``InputError``
     naming the field."""
     config = load_sweep_config(config_path)
+    check_fixture_names(config)
     for spec in config.prompt_classes:
         load_prompt_class(spec, config_base_dir(config_path))
     for field, name in model_fields(config):

@@ -26,7 +26,7 @@ from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.fingerprint import compute_fingerprint
 from tasks.plan.models import resolve_models
-from tasks.plan.preflight import config_base_dir, tokenizer_warnings
+from tasks.plan.preflight import config_base_dir, prefix_cache_warnings, tokenizer_warnings
 from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
 from tasks.store.results import ResultsStore, probe_file
 from tasks.store.sweep import (
@@ -297,9 +297,10 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget:
     checks = engine_checks(fingerprint, config.hardware.on_cpu)
     store.write_json(ENGINE_CHECKS_FILE, EngineChecks(checks=checks))
     findings = EngineChecks(checks=checks).findings
+    warnings = [*tokenizer_warnings(config, resolved), *prefix_cache_warnings(config), *findings]
     plan = SweepPlan(config=config, config_path=config_path, sweep_id=store.sweep_id, resumed=resume is not None,
                      resolved=resolved, fingerprint=fingerprint, store=store, prompts_by_class=prompts,
-                     scored_sets=scored_sets, warnings=[*tokenizer_warnings(config, resolved), *findings],
+                     scored_sets=scored_sets, warnings=warnings,
                      engine_checks=checks, origin=origin)
     complete = store.complete_keys()
     for arm, phase, replica, cells in planned_cells(config, fingerprint.digest):

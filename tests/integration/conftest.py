@@ -24,6 +24,12 @@ from tests.integration.services import PrefectServer, mlflow_server, prefect_ser
 from tests.integration.sweep_configs import ROOT
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Registered here, not in pyproject.toml, whose every edit rebuilds the shared environment."""
+    config.addinivalue_line("markers", "gpu_parser: puts the shipped GPU configs through vLLM's GPU build's "
+                            "parser (its wheel unpacked, no GPU)")
+
+
 @pytest.fixture(scope="session")
 def fixture_models() -> dict[str, str]:
     from tasks.fixtures.build import build_fixtures

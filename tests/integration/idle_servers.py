@@ -88,6 +88,6 @@ class IdleServers:
     def _server(self, kind: str, name: str, env: dict[str, str] | None = None) -> ArmServer:
         arm, port = self.arms[kind], free_port()
         args = server_args(self.engine, self.target, arm, self.fixture_models, port, SERVED_MODEL_NAME,
-                           per_request_spec_metrics=per_request_spec_metrics(arm))
+                           tensor_parallel_size=1, per_request_spec_metrics=per_request_spec_metrics(arm))
         return ArmServer(args, arm_server_env(self.engine, arm) | (env or {}), "127.0.0.1", port,
                          self.logs / f"{name}.log", self.engine.startup_timeout_s)

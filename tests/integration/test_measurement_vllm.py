@@ -170,7 +170,8 @@ def test_a_server_killed_mid_cell_fails_that_cell_and_restarts_for_the_rest(
 def _never_healthy(config: SweepConfig, fixture_models: dict[str, str], tmp_path: Path, port: int) -> str:
     """Start the baseline's server as a sweep would; return the start error it must raise."""
     arm = arm_plans(config)[0]
-    args = server_args(config.engine, config.models.target, arm, fixture_models, port, "t")
+    args = server_args(config.engine, config.models.target, arm, fixture_models, port, "t",
+                       tensor_parallel_size=config.hardware.tensor_parallel_size)
     server = ArmServer(args, server_env(config.engine, arm), "127.0.0.1", port, tmp_path / "server.log",
                        startup_timeout_s=300)
     with pytest.raises(ArmStartError) as failure:

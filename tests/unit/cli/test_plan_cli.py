@@ -86,7 +86,7 @@ def test_the_nightly_profile_fits_seven_hours_of_one_node() -> None:
 
 def test_a_quantization_the_prior_does_not_know_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "h200.yaml"
-    bad.write_text(Path(H200).read_text().replace("quantization: fp8", "quantization: mxfp4"))
+    bad.write_text(Path(H200).read_text().replace("quantization: fp8_per_tensor", "quantization: mxfp4"))
     (tmp_path / "prompts").symlink_to(ROOT / "configs" / "prompts")
     result = runner.invoke(app, ["plan", str(bad)])
     assert result.exit_code == 2, result.output

@@ -107,3 +107,19 @@ def test_the_embedded_prefect_server_gets_two_minutes_to_start_unless_configured
         entry()
     assert done.value.code == 0
     assert os.environ[name] == (configured or "120")
+
+
+@pytest.mark.parametrize("name", ["llama70b-h200.yaml", "llama70b-h200-nightly.yaml"])
+def test_json_shows_each_arms_server_command_as_the_sweep_starts_it(name: str) -> None:
+    result = runner.invoke(app, ["validate", str(ROOT / "configs" / name), "--json"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    servers = {server["arm"]: server for server in shown["servers"]}
+    assert list(servers) == shown["arms"]
+    for arm, server in servers.items():
+        args = server["command"].split()
+        assert args[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+        assert args[args.index("--tensor-parallel-size") + 1] == "2", arm
+        assert args[args.index("--model") + 1] == "meta-llama/Llama-3.3-70B-Instruct"
+        assert "--port" not in args and ("--speculative-config" in args) == (arm != "baseline")
+        assert "VLLM_USE_V2_MODEL_RUNNER" not in server["env"]  # vLLM's own runner on the GPU build

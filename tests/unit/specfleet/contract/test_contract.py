@@ -191,3 +191,28 @@ def test_the_baseline_takes_no_synthetic_acceptance() -> None:
     text = DEMO.replace("{name: baseline, method: baseline}",
                         "{name: baseline, method: baseline, synthetic_acceptance: {acceptance_length: 2.0}}")
     assert "no speculative settings" in _error(text)
+
+
+GPU = (ROOT / "configs" / "llama70b-h200.yaml").read_text()
+
+
+@pytest.mark.parametrize(("replace", "field", "expected"), [
+    ({"tensor_parallel_size: 2": "tensor_parallel_size: 3",
+      "accelerators_per_replica: 2": "accelerators_per_replica: 3"},
+     "hardware.accelerators_per_node", "not a multiple of tensor_parallel_size 3"),
+    ({"accelerators_per_node: 8": "accelerators_per_node: 1"}, "hardware.accelerators_per_node",
+     "fewer than tensor_parallel_size 2: an arm's server runs on one node"),
+    ({"tensor_parallel_size: 2": "tensor_parallel_size: 1"}, "hardware.tensor_parallel_size",
+     "differs from accelerators_per_replica 2"),
+    ({"tensor_parallel_size: 2": "tensor_parallel_size: 4"}, "hardware.tensor_parallel_size",
+     "exceeds accelerators_per_replica 2"),
+])
+def test_a_tensor_parallel_group_that_does_not_fit_the_node_names_the_field(
+        replace: dict[str, str], field: str, expected: str) -> None:
+    text = GPU
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    message = _error(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.strip().startswith(field.split(".")[1] + ":"))
+    assert message.startswith(f"sweep.yaml:{line}: {field}: {expected}"), message

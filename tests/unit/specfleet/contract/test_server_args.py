@@ -22,13 +22,13 @@ def test_arms_get_their_speculative_config_with_resolved_draft() -> None:
     config = parse_sweep_config((ROOT / "configs" / "demo-cpu.yaml").read_text(), "demo")
     resolved = {"fixture:target-wide": "/models/t", "fixture:draft": "/models/d"}
     baseline, draft_k2, _, ngram = arm_plans(config)
-    base_args = server_args(config.engine, config.models.target, baseline, resolved, 8000, "m")
+    base_args = server_args(config.engine, config.models.target, baseline, resolved, 8000, "m", tensor_parallel_size=1)
     assert base_args[base_args.index("--model") + 1] == "/models/t"
     assert "--speculative-config" not in base_args
-    args = server_args(config.engine, config.models.target, draft_k2, resolved, 8000, "m")
+    args = server_args(config.engine, config.models.target, draft_k2, resolved, 8000, "m", tensor_parallel_size=1)
     spec = json.loads(args[args.index("--speculative-config") + 1])
     assert spec == {"method": "draft_model", "model": "/models/d", "num_speculative_tokens": 2}
-    ngram_args = server_args(config.engine, config.models.target, ngram, resolved, 8000, "m")
+    ngram_args = server_args(config.engine, config.models.target, ngram, resolved, 8000, "m", tensor_parallel_size=1)
     assert json.loads(ngram_args[ngram_args.index("--speculative-config") + 1])["prompt_lookup_min"] == 2
     assert args[args.index("--host") + 1] == "127.0.0.1"
 
@@ -54,11 +54,12 @@ def test_stored_arguments_are_each_arms_without_the_deployments_host_and_port() 
     plans = arm_plans(config)
     assert stored.speculation_off_arm == "baseline" and list(stored.speculative) == [p.arm for p in plans[1:]]
     for plan, args in [(plans[0], stored.speculation_off), *((p, stored.speculative[p.arm]) for p in plans[1:])]:
-        full = server_args(config.engine, config.models.target, plan, resolved, 8000, "m")
+        full = server_args(config.engine, config.models.target, plan, resolved, 8000, "m", tensor_parallel_size=1)
         host, port = full.index("--host"), full.index("--port")
         assert args == [a for i, a in enumerate(full) if i not in (host, host + 1, port, port + 1)]
     assert stored.command() == ("python -m vllm.entrypoints.openai.api_server --model /models/t --served-model-name m "
-                                "--dtype float32 --seed 0 --max-model-len 1024 --max-num-seqs 16")
+                                "--dtype float32 --seed 0 --tensor-parallel-size 1 --max-model-len 1024 "
+                                "--max-num-seqs 16")
     assert "'{\"method\": \"ngram\"" in stored.command("ngram-k3")  # the JSON quoted for a shell
 
 
@@ -79,7 +80,8 @@ def test_speculative_arms_ask_for_per_request_metrics_where_the_engine_has_them(
     resolved = {"fixture:target-wide": "/models/t", "fixture:draft": "/models/d"}
 
     def args(arm: ArmPlan, accepted: bool, engine: EngineSpec = config.engine) -> list[str]:
-        return server_args(engine, config.models.target, arm, resolved, 8000, "m", per_request_spec_metrics=accepted)
+        return server_args(engine, config.models.target, arm, resolved, 8000, "m", tensor_parallel_size=1,
+                           per_request_spec_metrics=accepted)
 
     flag = [PER_REQUEST_SPEC_METRICS, "summary"]
     spec_args = args(draft_k2, True)

@@ -7,7 +7,7 @@ import pytest
 
 from specfleet.contract import parse_sweep_config
 from specfleet.errors import InputError
-from tasks.plan.preflight import check_inputs, tokenizer_warnings, vocabulary
+from tasks.plan.preflight import check_inputs, prefix_cache_warnings, tokenizer_warnings, vocabulary
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -56,3 +56,14 @@ def test_a_ca_bundle_that_is_missing_or_not_pem_is_refused_before_anything_start
     (tmp_path / "ca.pem").write_text("not a certificate\n")
     with pytest.raises(InputError, match=r"engine\.ca_bundle: .*ca\.pem: not a PEM certificate bundle"):
         check_inputs(config)
+
+
+def test_a_public_bind_without_dev_endpoints_warns_that_prefix_caches_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_SERVER_DEV_MODE", raising=False)
+    text = (ROOT / "configs" / "demo-cpu.yaml").read_text()
+    assert prefix_cache_warnings(parse_sweep_config(text, "demo")) == []  # loopback: specfleet turns them on
+    public = text.replace("engine:\n", "engine:\n  host: 0.0.0.0\n")
+    (warning,) = prefix_cache_warnings(parse_sweep_config(public, "demo"))
+    assert warning.startswith("WARNING: arms baseline, ") and "404" in warning and "'0.0.0.0'" in warning
+    trusted = public.replace("  env:\n", "  env:\n    VLLM_SERVER_DEV_MODE: \"1\"\n")
+    assert prefix_cache_warnings(parse_sweep_config(trusted, "demo")) == []

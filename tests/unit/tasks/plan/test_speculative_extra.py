@@ -9,12 +9,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from cli.main import app as main_app
 from cli.sweep import sweep
 from specfleet.contract import arm_plans
-from specfleet.contract.arms import SCHEDULE_KEY
+from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.contract.server_args import server_args
 from specfleet.errors import InputError
 from tasks.engine.speculative_fields import speculative_fields
+from tasks.plan.engine_support import RUNNER_ENV, check_arm_fields
 from tests.support.sweep_data import load, write_config
 
 runner = CliRunner()
@@ -42,7 +44,7 @@ def test_a_schedule_and_a_list_value_reach_the_speculative_config_unchanged(tmp_
     assert plan.arm == "draft-k3" and plan.k == 3  # no k list: the schedule's largest
     assert plan.schedule == tuple(tuple(r) for r in SCHEDULE) and plan.adaptive_verification
     assert plan.speculative_config is not None and plan.speculative_config[SCHEDULE_KEY] == SCHEDULE
-    args = server_args(config.engine, config.models.target, plan, {}, 8000, "served")
+    args = server_args(config.engine, config.models.target, plan, {}, 8000, "served", tensor_parallel_size=1)
     passed = json.loads(args[args.index("--speculative-config") + 1])
     assert passed[SCHEDULE_KEY] == SCHEDULE and passed["num_speculative_tokens"] == 3
     assert passed["enable_adaptive_verification"] is True
@@ -116,3 +118,31 @@ def test_adaptive_verification_on_a_build_that_cannot_run_it_exits_2_at_plan_tim
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert f"{config}: arms[1].speculative_extra.enable_adaptive_verification: the installed " in result.stderr
     assert "Model Runner V2 only" in result.stderr and not (tmp_path / "results").exists()
+
+
+def test_validate_refuses_what_sweep_refuses_before_a_server_starts(tmp_path: Path) -> None:
+    """An unknown speculative_config key: the same one line and exit 2 from validate as from sweep."""
+    config = _with_draft(tmp_path, "  - {name: draft, method: draft_model, k: [2], "
+                                   "speculative_extra: {no_such_key: 1}}")
+    swept = runner.invoke(_app(), ["sweep", str(config), "--results-dir", str(tmp_path / "results")])
+    validated = runner.invoke(main_app, ["validate", str(config), "--json"])
+    assert validated.exit_code == swept.exit_code == 2, validated.output
+    assert validated.stderr == swept.stderr and "arms[1].speculative_extra.no_such_key: " in validated.stderr
+
+
+def test_the_runner_an_arm_gets_is_read_from_its_own_environment() -> None:
+    """On a build whose V2 runner runs here (a GPU node's Triton), adaptive verification passes
+    the plan unless the arm's environment turns V2 off, which its V1 runner then refuses."""
+    with_triton = speculative_fields().model_copy(update={"model_runner_v2": True,
+                                                          "adaptive_verification_on_v1": False})
+    arm = ArmSpec(name="draft", method="draft_model", k=[2], speculative_extra={ADAPTIVE_VERIFICATION_KEY: True})
+    check_arm_fields(arm, with_triton, "c.yaml: arms[1]", {})
+    check_arm_fields(arm, with_triton, "c.yaml: arms[1]", {RUNNER_ENV: "1"})
+    with pytest.raises(InputError, match=rf"arms\[1\].speculative_extra.{ADAPTIVE_VERIFICATION_KEY}: .*"
+                                         rf"{RUNNER_ENV}=0 in the arm's environment"):
+        check_arm_fields(arm, with_triton, "c.yaml: arms[1]", {RUNNER_ENV: "0"})
+    with pytest.raises(InputError, match=rf"{RUNNER_ENV}='yes': vLLM reads it as 0 or 1"):
+        check_arm_fields(arm, with_triton, "c.yaml: arms[1]", {RUNNER_ENV: "yes"})
+    without_triton = with_triton.model_copy(update={"model_runner_v2": False})
+    with pytest.raises(InputError, match="V2 needs Triton"):
+        check_arm_fields(arm, without_triton, "c.yaml: arms[1]", {RUNNER_ENV: "1"})

@@ -40,6 +40,8 @@ PRIOR_SERVER_SHARE = 0.25
 PRIOR_SOURCE = (f"PRIOR, nothing recorded on this machine for these models and engine: noise floor "
                 f"{PRIOR_TAU:.0%} (the order of the stored demo sweeps'), a quarter of its variance server to server")
 PlannedServer = tuple[ArmPlan, str, int, Sequence[CellIdentity]]
+PlannedClaim = tuple[str, ClaimKind, str, str, str | None, float | None, dict[int, float]]
+"""(key, kind, arm, sampling, prompt class, load, weights over the runs)."""
 """One planned server life: its arm, phase, replica and the cells it measures in order."""
 
 
@@ -148,14 +150,14 @@ NOTES = ("the rates are not known before the sweep: a claim over several cells w
 def plan_power(config: SweepConfig, servers: Sequence[PlannedServer], basis: NoiseBasis, history_sweeps: int,
                power: float = POWER) -> PowerPlan:
     """The minimum detectable saving of every claim the planned ``servers`` let the sweep decide."""
-    runs, index = _design_runs(servers)
+    runs, index = design_runs(servers)
     baseline = next(arm.arm for arm, *_ in servers if arm.is_baseline)
-    runs += _history(runs, baseline, history_sweeps)
+    runs += history_runs(runs, baseline, history_sweeps)
     noise = planned_noise(runs, basis, config.analysis.confidence)
     family = Family(runs, {METRIC: noise}, config.analysis.confidence, config.analysis.error_control,
                     config.analysis.seed)
     described: dict[str, tuple[ClaimKind, str, str, str | None, float | None]] = {}
-    for key, kind, arm, sampling, cls, load, weights in _claims(config, servers, index, baseline):
+    for key, kind, arm, sampling, cls, load, weights in planned_claims(config, servers, index, baseline):
         family.add(Claim(key, kind, 0.0, weights))
         described[key] = (kind, arm, sampling, cls, load)
     results = family.decide()
@@ -194,7 +196,7 @@ def _lives(servers: Sequence[PlannedServer]) -> list[str]:
     return [f"{arm.arm}/{phase}/{replica}" for arm, phase, replica, _ in servers]
 
 
-def _design_runs(servers: Sequence[PlannedServer]) -> tuple[list[RunValue], dict[tuple[str, ConfigKey], list[int]]]:
+def design_runs(servers: Sequence[PlannedServer]) -> tuple[list[RunValue], dict[tuple[str, ConfigKey], list[int]]]:
     """One placeholder run per planned cell on its server life, and where each (arm, configuration)
     has its runs."""
     runs: list[RunValue] = []
@@ -207,7 +209,7 @@ def _design_runs(servers: Sequence[PlannedServer]) -> tuple[list[RunValue], dict
     return runs, index
 
 
-def _history(runs: Sequence[RunValue], baseline: str, sweeps: int) -> list[RunValue]:
+def history_runs(runs: Sequence[RunValue], baseline: str, sweeps: int) -> list[RunValue]:
     """The baseline's repeated runs of ``sweeps`` earlier sweeps of the same design, each sweep's
     arm and server lives its own (as ``earlier_runs`` names them)."""
     own = [r for r in runs if r.arm == baseline]
@@ -216,8 +218,8 @@ def _history(runs: Sequence[RunValue], baseline: str, sweeps: int) -> list[RunVa
                      0.0) for n in range(sweeps) for r in repeated]
 
 
-def _claims(config: SweepConfig, servers: Sequence[PlannedServer], index: Mapping[tuple[str, ConfigKey], list[int]],
-            baseline: str) -> Iterable[tuple[str, ClaimKind, str, str, str | None, float | None, dict[int, float]]]:
+def planned_claims(config: SweepConfig, servers: Sequence[PlannedServer],
+                   index: Mapping[tuple[str, ConfigKey], list[int]], baseline: str) -> Iterable[PlannedClaim]:
     """Every claim a sweep of this design decides: each speculative arm at each cell, on each class at
     the load shares and at the traffic mix, with its weights over the runs."""
     shares = _token_shares(config)

@@ -186,7 +186,15 @@ def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
     terminal to wrap (``soft_wrap``), so a log keeps one line per statement. The per-cell cost table, the
     negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``.
     ``mlflow_hint``: where the sweep's runs are seen (``cli.sweep.mlflow_ui_hint``)."""
-    from tasks.report.headline import MIX_TITLE, grouped_decision_lines, grouped_gate_lines, mix_lines, noise_lines
+    from tasks.report.headline import (
+        INCONCLUSIVE_TITLE,
+        MIX_TITLE,
+        grouped_decision_lines,
+        grouped_gate_lines,
+        inconclusive_lines,
+        mix_lines,
+        noise_lines,
+    )
     from tasks.report.tables import (
         POLICY_COMPARISON_TITLE,
         k_policy_lines,
@@ -207,6 +215,7 @@ def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
         ("Run-to-run noise (every interval above and below includes it)", noise_lines(summary.noise)),
         (f"Decisions ({len(summary.decisions)} cells, grouped by verdict and reason)",
          grouped_decision_lines(summary.decisions)),
+        (INCONCLUSIVE_TITLE, inconclusive_lines(summary.mix, summary.decisions)),
         ("Equivalence and quality gates", grouped_gate_lines(summary.gates, summary.quality)),
         ("k policy (specfleet rule, all prompt classes)",
          [line for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)]),
@@ -224,7 +233,8 @@ def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
             out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     for note in [*summary.notes, *summary.failed_cells]:
         out.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
-    out.print(f"per-cell cost table, negative-result cells and sweep overhead: {summary.results_dir}/summary.md")
+    out.print("per-cell cost table, negative-result (rejected) cells and sweep overhead"
+              f": {summary.results_dir}/summary.md")
     out.print(f"MLflow UI: {mlflow_hint}", markup=False)
 
 
@@ -269,7 +279,8 @@ def _speedup(interval: object) -> str:
 
 def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:
     """The verdict, then one row per prompt class: what was compared and what was found."""
-    table = Table(title=f"canary: {result.verdict.upper()}", box=box.SIMPLE_HEAD)
+    kind = f" ({result.hold})" if result.hold else ""
+    table = Table(title=f"canary: {result.verdict.upper()}{kind}", box=box.SIMPLE_HEAD)
     for column in ("class", "acceptance base / cand", "break-even", "SLO tok/s cand/base (corrected)", "ITL speedup",
                    "p95 TTFT cand ms", "quality diff", "finding"):
         table.add_column(column)
@@ -285,7 +296,7 @@ def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:
             NA if quality is None else f"{quality.estimate:+.3f}",
             "; ".join([*why_not, *c.findings]) or "within the noise")
     console.print(table)
-    console.print(f"verdict: {result.verdict}: {result.reason}", markup=False, highlight=False)
+    console.print(f"verdict: {result.verdict}{kind}: {result.reason}", markup=False, highlight=False)
     corrected = f" (intervals corrected for {result.comparisons} comparisons)" if result.comparisons else ""
     console.print(f"noise: {result.noise_source}{corrected}", markup=False, highlight=False)
     if result.rollback_server_args is not None:

@@ -1,12 +1,18 @@
 """``specfleet report``: one self-contained HTML report and a markdown summary of a sweep."""
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.errors import exit_on_error
 from cli.output import print_json, stdout_to_stderr
+
+if TYPE_CHECKING:
+    from specfleet.verdicts.cell import Decision
+    from specfleet.verdicts.detection import Detection
+    from specfleet.verdicts.mix import MixVerdict
 
 DEFAULT_DRAFT_COST_RATIO = 0.05  # the seed's c for its worked grid: an assumption, never a measurement
 
@@ -25,8 +31,8 @@ def report(
     results_dir: Annotated[Path, typer.Option("--results-dir", help="Root of the sweeps' results.")] = Path("results"),
     tracking_uri: TrackingUri = None,
     draft_cost_ratio: DraftCostRatio = DEFAULT_DRAFT_COST_RATIO,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout: the files written.")]
-        = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object on stdout: the files written and every verdict.")] = False,
 ) -> Path:
     """Write the sweep's report (decision, heat maps, latency, acceptance, KV, energy, model vs
     measured, negative cells, equivalence, contract) and log it to the sweep's MLflow run."""
@@ -49,8 +55,9 @@ def report(
         mlflow = log_to_sweep_run(resolve_uri(tracking_uri), data.config.name, data.sweep_id,
                                   [files.html, files.markdown])
     if as_json:
-        print_json(report_json(data.sweep_id, files.html, files.markdown, None if other is None else other.sweep_id,
-                               mlflow))
+        print_json({**report_json(data.sweep_id, files.html, files.markdown,
+                                  None if other is None else other.sweep_id, mlflow),
+                    **verdicts_json(data.mix, data.decisions)})
     else:
         print(mlflow)
     return files.html
@@ -61,3 +68,25 @@ def report_json(sweep_id: str, html: Path, markdown: Path, against: str | None, 
     line saying where MLflow has the files or why it does not."""
     return {"sweep_id": sweep_id, "html": str(html), "markdown": str(markdown), "against": against,
             "mlflow": mlflow}
+
+
+def verdicts_json(mix: Sequence["MixVerdict"], decisions: Sequence["Decision"]) -> dict[str, object]:
+    """Every verdict of ``specfleet report --json``: each arm and k policy at the traffic mix, and each
+    cell, as adopt, reject or inconclusive (the report's figures are in its files)."""
+    from specfleet.contract.matrix import load_label
+
+    def detectable(found: "Detection | None") -> float | None:
+        return found.saving_fraction if found is not None else None
+
+    return {
+        "mix": [{"arm": v.name, "sampling": v.sampling, "verdict": v.verdict, "partial": v.partial,
+                 "saving_fraction": v.fleet.saving_fraction, "saving_low": v.fleet.pessimistic_saving_fraction,
+                 "saving_high": v.fleet.optimistic_saving_fraction,
+                 "detectable_saving_fraction": detectable(v.fleet.detection),
+                 "to_decide": v.fleet.detection.to_decide if v.fleet.detection else None} for v in mix],
+        "decisions": [{"arm": d.slice.arm, "prompt_class": d.slice.prompt_class,
+                       "load": load_label(d.slice.load_mode, d.slice.load_value), "sampling": d.slice.sampling,
+                       "verdict": d.verdict, "reason": d.reason_code,
+                       "detectable_saving_fraction": detectable(d.detection),
+                       "to_decide": d.detection.to_decide if d.detection else None} for d in decisions],
+    }

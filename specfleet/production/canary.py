@@ -19,7 +19,11 @@ the claims can be made.
   tokens/s (adopted by the one rule), and every class passed its scored set.
 - ``hold``: the rest: the difference is within the noise, there is no noise estimate (no
   ``--from``), a class could not be compared (a replica's cell is not usable: its client
-  saturated, or too many of its requests failed), or a class has no scored set to pass.
+  saturated, or too many of its requests failed), or a class has no scored set to pass. A hold
+  says which of the rule's two non-adopts it is (``hold``): ``reject`` where this canary cannot
+  promote whatever more it measures (a class without a scored set, the candidate's own cell not
+  usable), else ``inconclusive`` (within the noise, no noise estimate, the baseline's cell not
+  usable): a longer or repeated canary could decide it.
 """
 
 from collections.abc import Mapping, Sequence
@@ -41,6 +45,7 @@ from specfleet.verdicts.cell import Comparison, slo_holds
 from specfleet.verdicts.rule import Claim, ClaimResult, Family
 
 Verdict = Literal["promote", "hold", "rollback"]
+HoldKind = Literal["reject", "inconclusive"]
 Replica = Literal["baseline", "candidate"]
 REPLICAS: tuple[Replica, Replica] = ("baseline", "candidate")
 VERDICT_EVENT = "specfleet.rollback.recommended"
@@ -121,6 +126,15 @@ class CanaryResult(RecordModel):
         description="The speculation-off server arguments the sweep stored for the same target: what a "
         "rollback deploys.")
     classes: list[ClassComparison]
+    hold: HoldKind | None = Field(
+        None, description="A hold's kind, derived from the classes: reject (cannot promote whatever more is "
+        "measured: a class without a scored set, the candidate's cell not usable) or inconclusive (more "
+        "measurement could decide it); None for promote and rollback.")
+
+    @model_validator(mode="after")
+    def _derive_hold(self) -> "CanaryResult":
+        object.__setattr__(self, "hold", hold_kind(self.classes) if self.verdict == "hold" else None)
+        return self
 
 
 @dataclass(frozen=True)
@@ -292,6 +306,13 @@ def canary_verdict(classes: Sequence[ClassComparison], noise_estimated: bool) ->
         why.append(f"within the noise on {', '.join(within)}")
     return "hold", "; ".join(why) + ("" if uncompared or unscored or not noise_estimated else
                                      ": no class worse, not every class better")
+
+
+def hold_kind(classes: Sequence[ClassComparison]) -> HoldKind:
+    """A hold is a reject where some class cannot promote whatever more is measured (no scored set,
+    or the candidate's own cell not usable), else inconclusive."""
+    blocked = any(not c.scored or any(u.replica == "candidate" for u in c.unusable_cells) for c in classes)
+    return "reject" if blocked else "inconclusive"
 
 
 def acceptance_figure(vllm_per_request: Sequence[float | None], client_estimates: Sequence[float | None]

@@ -5,10 +5,11 @@ falls by more than the measurement noise, the SLO holds and the equivalence gate
 Negative cells are published with the same detail as positive ones.
 
 Each cell's speedup is a claim of the sweep's family (``specfleet.verdicts.rule``): its interval
-includes the runs' request-level spread and the sweep's run-to-run noise, and the cell is adopted
-when the low end of its interval, corrected for every comparison of the family, saves a whole
-replica. The baseline at a configuration is every usable baseline run there: the opening cells,
-their repeats and replica checks, and the closing cells.
+includes the runs' request-level spread and the sweep's run-to-run noise, and the rule's three
+verdicts decide it: adopt, reject (shown not to pay) or inconclusive. A reason outside statistics
+(no qualified tokens, the SLO missed, a gate failed or not run, an unusable cell) rejects the cell
+with its own code, whatever the interval. The baseline at a configuration is every usable baseline
+run there: the opening cells, their repeats and replica checks, and the closing cells.
 """
 
 from collections import defaultdict
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from specfleet.contract.base import RecordModel
 from specfleet.contract.models import HardwareSpec
@@ -32,17 +33,24 @@ from specfleet.stats import bootstrap as bs
 from specfleet.stats.quality import GateResult, quality_not_run
 from specfleet.stats.runs import ConfigKey, config_key
 from specfleet.stats.samples import CellSample
+from specfleet.verdicts.detection import Detection, detection
 from specfleet.verdicts.evidence import Evidence
-from specfleet.verdicts.rule import Claim, ClaimResult
+from specfleet.verdicts.rule import Claim, ClaimResult, Verdict
 
 ReasonCode = Literal[
     "adopt", "baseline_unqualified", "candidate_not_usable", "baseline_not_usable", "no_qualified_tokens",
     "slo_missed", "no_gate", "gate_failed", "gate_not_run", "no_noise_estimate", "cost_not_lower", "within_noise",
-    "not_after_correction", "interval_not_lower", "quality_not_run",
+    "not_after_correction", "interval_not_lower", "quality_not_run", "shown_not_to_pay",
 ]
-"""Why a cell was rejected (or ``adopt``). ``interval_not_lower`` is only read from summaries written
-before the one rule; ``within_noise`` now means the cell's own interval reaches the break-even,
-``not_after_correction`` that it does not, but the interval corrected for the family does."""
+"""Why a cell was not adopted (or ``adopt``). Inconclusive: ``no_noise_estimate``, ``within_noise``
+(the cell's own interval reaches the break-even) and ``not_after_correction`` (its own interval does
+not, the one corrected for the family does). Rejected as shown not to pay: ``shown_not_to_pay``
+(the corrected interval lies below the break-even) and ``cost_not_lower`` (no speedup saves a whole
+replica at this load). Every other code rejects for a reason outside statistics.
+``interval_not_lower`` is only read from summaries written before the one rule."""
+
+INCONCLUSIVE: tuple[ReasonCode, ...] = ("no_noise_estimate", "within_noise", "not_after_correction")
+"""The reason codes of an inconclusive cell: the sweep could not tell."""
 
 
 class Slice(RecordModel):
@@ -111,7 +119,9 @@ class CostFigures(RecordModel):
 
 class Decision(RecordModel):
     slice: Slice
-    verdict: Literal["adopt", "reject"]
+    verdict: Verdict = Field(description="adopt; reject (shown not to pay, or a reason outside statistics: see "
+                             "reason_code); inconclusive (the corrected interval contains the break-even, or no "
+                             "noise estimate).")
     reason_code: ReasonCode
     reason: str
     comparison: Comparison | None
@@ -120,6 +130,17 @@ class Decision(RecordModel):
     comparisons: int | None = Field(
         None, description="Comparisons of the sweep the verdict was corrected for (None: no comparison, or a "
         "summary written before the one rule).")
+    detection: Detection | None = Field(
+        None, description="The cell's minimum detectable saving at 80 % power and, when inconclusive, what would "
+        "decide it (None: no interval, no finite break-even, or a summary written before it existed).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _two_verdict_summary(cls, data: object) -> object:
+        """A summary written with two verdicts rejected what its sweep could not tell: read as inconclusive."""
+        if isinstance(data, dict) and data.get("verdict") == "reject" and data.get("reason_code") in INCONCLUSIVE:
+            return {**data, "verdict": "inconclusive"}
+        return data
 
     @property
     def interval(self) -> bs.Interval | None:
@@ -313,9 +334,13 @@ def _decide(case: CellCase, results: Mapping[str, ClaimResult], config: SweepCon
     if not quality.ran and code not in BEFORE_QUALITY:
         code, reason = "quality_not_run", (f"{quality.detail}: not adopted, since a gate that did not run has not "
                                            f"passed (were it to pass: {reason})")
-    return Decision(slice=case.where, verdict="adopt" if code == "adopt" else "reject", reason_code=code,
-                    reason=reason, comparison=comparison, cost=cost, gates=case.gates,
-                    comparisons=result.comparisons if result else None)
+    base_tps = comparison.baseline_qualified_tokens_per_s
+    found = detection(result, lambda speedup: saving_at(config.hardware, base_tps, speedup)) if result else None
+    if found is not None and code not in INCONCLUSIVE:
+        found = found.model_copy(update={"runs_factor": None, "to_decide": None})
+    verdict: Verdict = "adopt" if code == "adopt" else "inconclusive" if code in INCONCLUSIVE else "reject"
+    return Decision(slice=case.where, verdict=verdict, reason_code=code, reason=reason, comparison=comparison,
+                    cost=cost, gates=case.gates, comparisons=result.comparisons if result else None, detection=found)
 
 
 def _verdict(c: Comparison, cost: CostFigures | None, gates: Sequence[GateResult], quality: GateResult,
@@ -338,15 +363,17 @@ def _verdict(c: Comparison, cost: CostFigures | None, gates: Sequence[GateResult
         return "baseline_unqualified", ("the baseline produced no SLO-qualified tokens at this load: no saving can "
                                         f"be formed (the speculative arm serves {served} qualified tokens/s there)")
     saving = f"whole-replica cost {cost.saving_fraction:+.1%} saving"
-    if cost.saving_fraction <= 0:
-        return "cost_not_lower", f"{saving}: speculation does not lower cost per million"
+    if not np.isfinite(result.claim.break_even):
+        return "cost_not_lower", f"{saving}: the baseline serves the demand on one replica, no speedup saves one"
     if not evidence_ok(result):
         return "no_noise_estimate", f"{saving} but {result.why_not}"
     corrected = result.corrected
     bounds = (f"{bs.speedup_text(corrected.estimate, corrected.low, corrected.high, digits=3)} "
               f"(break-even {bs.speedup_text(result.claim.break_even, digits=3)}), "
               f"corrected for {result.comparisons} comparisons")
-    if not result.adopted:
+    if result.verdict == "reject":
+        return "shown_not_to_pay", f"{saving}, {result.why_not}: speedup {bounds}"
+    if result.verdict == "inconclusive":
         code: ReasonCode = "within_noise" if (result.marginal.low or 0.0) <= result.claim.break_even else (
             "not_after_correction")
         return code, f"{saving}, {result.why_not}: speedup {bounds}"

@@ -39,6 +39,9 @@ class LevelChoice(RecordModel):
     level: int
     k: int
     reason: str
+    inconclusive: list[int] = Field(
+        default_factory=list, description="The k values not adopted here whose cells were inconclusive, none "
+        "rejected: more runs could still adopt them.")
 
 
 class KPolicy(RecordModel):
@@ -124,11 +127,15 @@ def _choose(level: int, decisions: Sequence[Decision]) -> LevelChoice:
     for k, ds in by_k.items():
         if all(d.verdict == "adopt" and d.interval is not None for d in ds):
             scores[k] = min(d.interval.estimate for d in ds if d.interval is not None)
+    undecided = sorted(k for k, ds in by_k.items() if k not in scores and all(d.verdict != "reject" for d in ds))
     if not scores:
         codes = sorted({d.reason_code for d in decisions})
-        return LevelChoice(level=level, k=0, reason=f"no k adopted ({', '.join(codes)})")
+        open_ks = f"; k={', '.join(map(str, undecided))} inconclusive, not rejected" if undecided else ""
+        return LevelChoice(level=level, k=0, reason=f"no k adopted ({', '.join(codes)}){open_ks}",
+                           inconclusive=undecided)
     best = max(scores, key=lambda k: (scores[k], -k))
-    return LevelChoice(level=level, k=best, reason=f"adopted; smallest speedup {speedup_text(scores[best], digits=3)}")
+    return LevelChoice(level=level, k=best, reason=f"adopted; smallest speedup {speedup_text(scores[best], digits=3)}",
+                       inconclusive=undecided)
 
 
 def peer_k_policy(

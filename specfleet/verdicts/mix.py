@@ -27,6 +27,12 @@ candidate is the baseline: a measured speedup of exactly 1). Its choice of k is 
 data, so every assignment of k to loads it could have chosen is a claim of the family: the
 max-T correction covers the one it chose.
 
+Each verdict is one of the rule's three: ``adopt`` (adoptable: the entry gate and the other gates
+pass); ``reject`` (the SLO, a gate or an unusable candidate cell blocks it, its saving is shown not
+to pay, a side has no qualified tokens, or too few classes can still pass (d)); else
+``inconclusive``: the saving's corrected interval contains the break-even, cells of the mix are
+not measured yet, or classes that (d) needs are themselves inconclusive.
+
 A cell counts when both arms have SLO-qualified tokens there. One where the candidate had none is
 measured: the mix cannot be served there, so no saving figure is formed. A candidate cell that is
 not usable (its server died, too many errors, a saturated client) counts against the arm: the
@@ -41,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from specfleet.contract.base import RecordModel
 from specfleet.contract.matrix import arm_plans, load_label
@@ -51,9 +57,10 @@ from specfleet.economics.cost import break_even_speedup, hardware_fleet_cost
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.runs import ConfigKey, add_weights
 from specfleet.verdicts.cell import CellCase, Decision, ReasonCode
+from specfleet.verdicts.detection import Detection, detection
 from specfleet.verdicts.evidence import Evidence
 from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport, composed_policy_name
-from specfleet.verdicts.rule import Claim, ClaimKind, ClaimResult
+from specfleet.verdicts.rule import Claim, ClaimKind, ClaimResult, Verdict
 from specfleet.verdicts.traffic_mix import CellKey, TrafficMix, cell_token_shares, effective_mix
 
 MIN_CLASSES = 3
@@ -103,6 +110,23 @@ class MixFigures(RecordModel):
         None, description="The same, corrected for every comparison of the sweep: what the verdict reads.")
     break_even_speedup: float | None = Field(None, description="The mix speedup that saves a whole replica.")
     adopted: bool = Field(False, description="The one rule: the corrected interval lies above the break-even.")
+    verdict: Verdict = Field(
+        "inconclusive", description="The rule on this saving alone: adopt (corrected interval above the "
+        "break-even), reject (below it, or no saving can be formed though cells were measured), inconclusive.")
+    detection: Detection | None = Field(
+        None, description="The minimum detectable saving at 80 % power and, when inconclusive, what would decide "
+        "it (None without an interval).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _two_verdict_summary(cls, data: object) -> object:
+        """A summary written with two verdicts: the third read from its corrected interval."""
+        if not isinstance(data, dict) or "verdict" in data:
+            return data
+        interval, be = data.get("speedup_corrected"), data.get("break_even_speedup")
+        high = interval.get("high") if isinstance(interval, dict) else None
+        shown = high is not None and be is not None and high < be
+        return {**data, "verdict": "adopt" if data.get("adopted") else "reject" if shown else "inconclusive"}
 
     @property
     def beyond_noise(self) -> bool:
@@ -130,6 +154,28 @@ class MixVerdict(RecordModel):
     other_gates: GateCheck = Field(description="The SLO, equivalence and quality gates over the measured cells.")
     comparisons: int | None = Field(None, description="Comparisons of the sweep the verdict was corrected for.")
     min_coverage: float = Field(1.0, description="The share of the mix a verdict must cover to be adoptable.")
+    verdict: Verdict = Field(
+        "inconclusive", description="adopt, reject or inconclusive (the module's rule), always derived from the "
+        "figures and checks above.")
+
+    @model_validator(mode="after")
+    def _derive_verdict(self) -> "MixVerdict":
+        object.__setattr__(self, "verdict", self._three_way())
+        return self
+
+    def _three_way(self) -> Verdict:
+        if self.adoptable:
+            return "adopt"
+        if not any(c.measured for c in self.cells):
+            return "inconclusive"
+        if not self.other_gates.passed or self.fleet.verdict == "reject":
+            return "reject"
+        if not self.name.endswith("-k-policy"):
+            open_classes = [f for f in self.per_class.values()
+                            if f.verdict != "reject" and (f.covered_share >= self.min_coverage or self.partial)]
+            if len(open_classes) < MIN_CLASSES:
+                return "reject"
+        return "inconclusive"
 
     @property
     def coverage(self) -> float:
@@ -159,7 +205,7 @@ class MixVerdict(RecordModel):
             verdict += ", other gates FAILED: not adoptable" if not failed else ", other gates FAILED"
         default = " (default mix: no traffic block)" if self.mix.default else ""
         figures = _figures_line(self.fleet, self.comparisons)
-        return f"{partial}{self.subject} / {self.sampling}: {verdict}: {figures}{default}"
+        return f"{partial}{self.subject} / {self.sampling}: {self.verdict.upper()}, {verdict}: {figures}{default}"
 
 
 def _figures_line(f: MixFigures, comparisons: int | None) -> str:
@@ -369,11 +415,13 @@ class MixClaims:
         noise = self.evidence.noise["qualified_tokens_per_s"].relative_sd
         result = results.get(key) if key is not None else None
         if result is None:
+            measured = any(c.measured for c in chosen)
             return MixFigures(covered_share=covered, baseline_tokens_per_s_per_replica=None,
                               candidate_tokens_per_s_per_replica=None, baseline_replicas=None, candidate_replicas=None,
                               baseline_cost_per_million_usd=None, candidate_cost_per_million_usd=None,
                               saving_fraction=None, pessimistic_saving_fraction=None, optimistic_saving_fraction=None,
-                              noise_floor=noise, reason=_why_missing(chosen))
+                              noise_floor=noise, reason=_why_missing(chosen),
+                              verdict="reject" if measured else "inconclusive")
         _, base_tps, cand_tps = self.figures[result.claim.key]
         base, cand = _replicas_cost(hardware, base_tps), _replicas_cost(hardware, cand_tps)
         corrected = result.corrected
@@ -388,7 +436,8 @@ class MixClaims:
             noise_floor=noise, reason=why, speedup=None if selected else result.marginal,
             speedup_corrected=corrected,
             break_even_speedup=result.claim.break_even if math.isfinite(result.claim.break_even) else None,
-            adopted=result.adopted)
+            adopted=result.adopted, verdict=result.verdict,
+            detection=detection(result, lambda speedup: _saving(hardware, base_tps, base[1], speedup)))
 
 
 def _in_class(prompt_class: str) -> Inside:

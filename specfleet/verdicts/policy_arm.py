@@ -28,6 +28,7 @@ from specfleet.verdicts.kpolicy import (
     peer_k_policy,
 )
 from specfleet.verdicts.mix import MixVerdict
+from specfleet.verdicts.rule import Verdict
 
 
 class DerivedPolicy(RecordModel):
@@ -120,19 +121,22 @@ class PolicyComparison(RecordModel):
     measured_speedup: float | None = Field(None, description="The measured policy arm's mix speedup.")
     composed_adoptable: bool | None
     measured_adoptable: bool | None
+    composed_verdict: Verdict | None = Field(None, description="The composed verdict at the mix: adopt, reject or "
+                                             "inconclusive (None: not formed, or a summary written before it).")
+    measured_verdict: Verdict | None = Field(None, description="The measured policy arm's verdict at the mix.")
     notes: list[str] = Field(default_factory=list)
 
     @property
     def line(self) -> str:
         """One line: both savings, how far apart, and which verdict is adoptable."""
-        def saving(value: float | None, adoptable: bool | None) -> str:
+        def saving(value: float | None, adoptable: bool | None, verdict: Verdict | None) -> str:
             if value is None:
                 return "no saving figure"
-            return f"saving {value:+.1%} ({'adoptable' if adoptable else 'not adoptable'})"
+            return f"saving {value:+.1%} ({verdict or ('adoptable' if adoptable else 'not adoptable')})"
         def speedup(value: float | None) -> str:
             return "" if value is None else f", mix speedup {value:.3f}x"
         head = f"{self.spec_name} k policy, {self.rule} rule ({schedule_text(self.schedule)}) / {self.sampling}"
-        composed = (f"composed {saving(self.composed_saving_fraction, self.composed_adoptable)}"
+        composed = (f"composed {saving(self.composed_saving_fraction, self.composed_adoptable, self.composed_verdict)}"
                     f"{speedup(self.composed_speedup)}")
         if self.measured_arm is None:
             return f"{head}: {composed}; not measured"
@@ -140,7 +144,8 @@ class PolicyComparison(RecordModel):
             f"; measured less composed: saving {self.saving_difference:+.1%}"
         if self.composed_speedup and self.measured_speedup:
             gap += f", speedup x{self.measured_speedup / self.composed_speedup:.3f}"
-        measured = saving(self.measured_saving_fraction, self.measured_adoptable) + speedup(self.measured_speedup)
+        measured = (saving(self.measured_saving_fraction, self.measured_adoptable, self.measured_verdict)
+                    + speedup(self.measured_speedup))
         return f"{head}: {composed}; measured ({self.measured_arm}) {measured}{gap}"
 
 
@@ -181,6 +186,8 @@ def compare_policies_measured(policies: DerivedPolicies, mix: Sequence[MixVerdic
             saving_difference=None if c_saving is None or m_saving is None else m_saving - c_saving,
             composed_adoptable=composed.adoptable if composed is not None else None,
             measured_adoptable=measured.adoptable if measured is not None else None,
+            composed_verdict=composed.verdict if composed is not None else None,
+            measured_verdict=measured.verdict if measured is not None else None,
             composed_speedup=_speedup(composed), measured_speedup=_speedup(measured), notes=notes))
     return out
 

@@ -2,13 +2,13 @@
 mix's load shares? The class claims are the ones the verdicts at the mix check (``per_class`` of
 each arm's ``MixVerdict``), decided in the sweep's one family by ``specfleet.verdicts.rule``: a
 class is ``adopt`` when one of them is adopted and covers the class as ``analysis.min_coverage``
-asks. The arm shown is the adopted one whose corrected interval's low end saves most (else the
+asks, ``reject`` when every arm's class claim is rejected (shown not to pay, or no saving can be
+formed), else ``inconclusive``. The arm shown is the adopted one whose corrected interval's low end saves most (else the
 one that came closest); the interval shown is that corrected one, simultaneous over the family,
 so picking the best arm and showing its interval is covered.
 """
 
 from collections.abc import Sequence
-from typing import Literal
 
 from pydantic import Field
 
@@ -18,13 +18,14 @@ from specfleet.contract.sweep import SweepConfig
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport
 from specfleet.verdicts.mix import MixFigures, MixVerdict
+from specfleet.verdicts.rule import Verdict
 
 
 class ClassVerdict(RecordModel):
     label: str = Field(description="The prompt class, with the sampling mode when the sweep has more than one.")
     prompt_class: str
     sampling: str
-    verdict: Literal["adopt", "reject"]
+    verdict: Verdict
     arm: str | None = Field(description="The arm shown (adopted, or closest); None when no arm has a figure here.")
     method: str | None
     k: int | None
@@ -59,7 +60,9 @@ def _reason(f: MixFigures | None, adopted: bool, min_coverage: float) -> str:
         return f"{figures}: beyond the noise"
     if f.adopted and f.covered_share < min_coverage:
         return f"{figures}: PARTIAL, covers {f.covered_share:.1%} of the class, under analysis.min_coverage"
-    return f"{figures}: not beyond the noise"
+    if f.verdict == "reject":
+        return f"{figures}: shown not to pay"
+    return f"{figures}: inconclusive, the interval reaches the break-even"
 
 
 def _deployable(policy: KPolicy | None, arm: str | None, adopted: bool,
@@ -90,9 +93,11 @@ def class_verdicts(config: SweepConfig, decisions: Sequence[Decision], mix: Sequ
                  and p.specfleet.sampling == s.name and p.specfleet.spec_name == plan.spec_name), None)
             deploy, note = _deployable(policy, plan.arm if plan else None, bool(adopted), config)
             cells = [d for d in decisions if d.slice.prompt_class == pc.name and d.slice.sampling == s.name]
+            shown = bool(options) and all(f.verdict == "reject" for _, f in options)
+            verdict: Verdict = "adopt" if adopted else "reject" if shown else "inconclusive"
             out.append(ClassVerdict(
                 label=row_label(config, pc.name, s.name), prompt_class=pc.name, sampling=s.name,
-                verdict="adopt" if adopted else "reject", arm=plan.arm if plan else None,
+                verdict=verdict, arm=plan.arm if plan else None,
                 method=plan.method if plan else None, k=plan.k if plan else None,
                 figures=pick[1] if pick else None,
                 reason=_reason(pick[1] if pick else None, bool(adopted), config.analysis.min_coverage),

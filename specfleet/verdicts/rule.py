@@ -12,12 +12,24 @@ noise pooled over the sweep (``specfleet.stats.variance``) carried through the c
 Its interval is a t interval with Satterthwaite degrees of freedom: 2 se^4 over the variance of
 se^2, which the sampling covariance of the two noise estimates gives. Few repeated runs give few
 degrees of freedom and wide intervals; a noise estimate that happens to read low is then covered
-by the t's tail, not mistaken for precision. Where the sweep has no estimate of run-to-run noise a
-claim has no interval, and nothing is adopted on it.
+by the t's tail, not mistaken for precision. A part whose unbiased estimate reads below 0 adds
+nothing to se^2 (a variance is not negative), but its sampling variance stays in the variance of
+se^2: a server part read from two server lives rests on about one degree of freedom, and a claim
+that carries it gets the few degrees of freedom, and the wide t, that it has (a first night's
+server part that reads low is then covered by the t's tail rather than dropped). Where the sweep
+has no estimate of run-to-run noise a claim has no interval.
 
-The rule: a claim is adopted when the low end of its corrected interval lies above its break-even
-(the speedup that saves a whole replica; 1 for a plain "faster"). The correction covers every
-claim of the family (``analysis.error_control``):
+The rule, three verdicts on the corrected interval against the claim's break-even (the speedup
+that saves a whole replica; 1 for a plain "faster"):
+
+- ``adopt``: the corrected lower bound lies above the break-even;
+- ``reject`` (shown not to pay): the corrected upper bound lies below the break-even;
+- ``inconclusive``: the corrected interval contains the break-even, or there is no noise estimate.
+
+Both directions are controlled over the family: a sweep wrongly adopts anything (a claim whose
+truth does not clear the break-even) in at most 1 - confidence of sweeps, and wrongly rejects
+anything (a claim whose truth reaches it) in at most 1 - confidence of sweeps. The correction
+covers every claim of the family (``analysis.error_control``):
 
 - ``family_wise`` (default): max-T. The claims' errors are drawn together (they share runs, so they
   are correlated, and max-T gains from it) and each is divided by its own chi-square root at one
@@ -29,9 +41,11 @@ claim of the family (``analysis.error_control``):
   cell, every k assignment a policy could choose) 20 %. Each corrected lower bound then holds for
   all claims at once with the stated confidence, so choosing the best arm, class or k policy and
   reporting its corrected bound is covered too.
-- ``false_discovery_rate``: Benjamini-Hochberg on the one-sided p-values at 1 - confidence, and
-  bounds at the false-coverage-rate level R (1 - confidence) / m (Benjamini & Yekutieli 2005), R
-  the claims adopted, m the family.
+- ``false_discovery_rate``: Benjamini-Hochberg at 1 - confidence on each direction's one-sided
+  p-values, and each bound at the false-coverage-rate level R (1 - confidence) / m (Benjamini &
+  Yekutieli 2005), R the claims that direction decides, m the family. It controls the expected
+  share of wrong adopts among the adopts, and of wrong rejects among the rejects, not the chance
+  of any wrong verdict.
 
 An adopt is one-sided, the corrected bounds are each one-sided at the stated confidence (their
 pair is a two-sided interval at twice the error), and the marginal interval (the comparison alone)
@@ -54,6 +68,7 @@ from specfleet.stats.variance import RunNoise
 FloatArray = npt.NDArray[np.float64]
 ErrorControl = Literal["family_wise", "false_discovery_rate"]
 ClaimKind = Literal["cell", "class", "mix", "policy", "canary"]
+Verdict = Literal["adopt", "reject", "inconclusive"]
 MAX_T_DRAWS = 6_000
 """Draws of the family's joint errors behind each max-T quantile: about 0.3 points of coverage of
 Monte Carlo error at 95 %."""
@@ -93,10 +108,15 @@ class ClaimResult:
     claim: Claim
     marginal: Interval
     corrected: Interval
-    adopted: bool
+    verdict: Verdict
     comparisons: int
     why_not: str | None
-    """Why it is not adopted: no noise estimate, within the noise, or not after the correction."""
+    """Why it is not adopted: shown not to pay, no noise estimate, within the noise, or not after the
+    correction."""
+
+    @property
+    def adopted(self) -> bool:
+        return self.verdict == "adopt"
 
 
 @dataclass(frozen=True)
@@ -152,14 +172,16 @@ class Family:
             low, high = self._fdr(se, df, live, alpha)
         low, high = np.where(live, low, two_sided), np.where(live, high, two_sided)
         log = np.array([c.log_estimate for c in self.claims])
-        adopted = live & (log - low * se > np.log([c.break_even for c in self.claims]))
+        break_even = np.log([c.break_even for c in self.claims])
+        adopted = live & (log - low * se > break_even)
+        rejected = live & (log + high * se < break_even)
         out = {}
         for j, c in enumerate(self.claims):
             basis = self._basis(c)
+            verdict: Verdict = "adopt" if adopted[j] else "reject" if rejected[j] else "inconclusive"
             marginal = self._interval(c, se[j], two_sided[j], two_sided[j], basis, None)
             corrected = self._interval(c, se[j], low[j], high[j], basis, m)
-            out[c.key] = ClaimResult(c, marginal, corrected, bool(adopted[j]), m,
-                                     self._why_not(c, marginal, bool(adopted[j]), m))
+            out[c.key] = ClaimResult(c, marginal, corrected, verdict, m, self._why_not(c, marginal, verdict, m))
         return out
 
     # --- one claim --------------------------------------------------------------------------------
@@ -183,15 +205,13 @@ class Family:
 
     def _spread(self, claim: Claim, terms: _Terms) -> _Spread:
         """se^2 = q . (server_var, run_var), a part the unbiased estimate puts below 0 taken as 0 (a
-        variance is not negative) and so left out of se^2 and of its variance alike; Satterthwaite
-        df from the covariance of the parts it keeps."""
+        variance is not negative); Satterthwaite df from the covariance of both parts, the one read
+        below 0 included: its uncertainty is not dropped with its estimate."""
         noise = self._noise(claim)
         if not noise.estimated:
             return _Spread(0.0, 1.0)
-        parts = np.array(noise.parts())
-        q = np.where(parts > 0, terms.q, 0.0)
-        variance = max(float(q @ parts), 1e-300)
-        var_of_var = float(q @ noise.cov() @ q)
+        variance = max(float(terms.q @ np.maximum(noise.parts(), 0.0)), 1e-300)
+        var_of_var = float(terms.q @ noise.cov() @ terms.q)
         df = 2.0 * variance**2 / var_of_var if var_of_var > 0 else 1e6
         return _Spread(float(np.sqrt(variance)), float(min(max(df, 1.0), 1e6)))
 
@@ -212,9 +232,12 @@ class Family:
                         comparisons=comparisons, correction=CORRECTION[self.control] if comparisons else None,
                         sides="each" if comparisons else "two")
 
-    def _why_not(self, claim: Claim, marginal: Interval, adopted: bool, m: int) -> str | None:
-        if adopted:
+    def _why_not(self, claim: Claim, marginal: Interval, verdict: Verdict, m: int) -> str | None:
+        if verdict == "adopt":
             return None
+        if verdict == "reject":
+            return (f"shown not to pay: the upper bound corrected for {m} comparisons ({CORRECTION[self.control]}) "
+                    "lies below the break-even")
         noise = self.noise[claim.metric]
         if not noise.estimated:
             return f"no run-to-run noise estimate ({noise.source}): no interval"
@@ -276,13 +299,20 @@ class Family:
 
     def _fdr(self, se: FloatArray, df: FloatArray, live: npt.NDArray[np.bool_],
              alpha: float) -> tuple[FloatArray, FloatArray]:
-        """Benjamini-Hochberg at alpha on the one-sided t p-values, and the false-coverage-rate
-        adjusted critical values of both bounds at level R alpha / m."""
-        m = len(self.claims)
+        """Benjamini-Hochberg at alpha on each direction's one-sided t p-values (above the
+        break-even for the lower bounds, below it for the upper ones), and each direction's
+        false-coverage-rate adjusted critical values at level R alpha / m, R the claims it decides."""
         stat = np.array([c.log_estimate - np.log(c.break_even) for c in self.claims]) / np.maximum(se, 1e-300)
-        p = np.where(live, stats.t.sf(stat, df), 1.0)
-        order = np.argsort(p)
-        passed = p[order] <= alpha * np.arange(1, m + 1) / m
-        r = int(np.max(np.nonzero(passed)[0]) + 1) if passed.any() else 0
-        crit = stats.t.isf(alpha * max(r, 1) / m, df)
-        return crit, crit
+        low = _fcr_critical(np.where(live, stats.t.sf(stat, df), 1.0), df, alpha)
+        high = _fcr_critical(np.where(live, stats.t.cdf(stat, df), 1.0), df, alpha)
+        return low, high
+
+
+def _fcr_critical(p: FloatArray, df: FloatArray, alpha: float) -> FloatArray:
+    """Benjamini-Hochberg's count R of the p-values ``p`` it passes at ``alpha``, and the critical
+    values at the false-coverage-rate level R alpha / m."""
+    m = len(p)
+    passed = np.sort(p) <= alpha * np.arange(1, m + 1) / m
+    r = int(np.max(np.nonzero(passed)[0]) + 1) if passed.any() else 0
+    out: FloatArray = stats.t.isf(alpha * max(r, 1) / m, df)
+    return out

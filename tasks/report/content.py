@@ -8,6 +8,7 @@ from specfleet.verdicts.kpolicy import KPolicy, Recommendation
 from specfleet.verdicts.prompt_class import ClassVerdict, class_verdicts
 from specfleet.verdicts.table import DecisionRow
 from tasks.report.diff import SweepDiff, diff_sweeps
+from tasks.report.headline import inconclusive_lines
 from tasks.report.measures import (
     EnergyRow,
     KVRow,
@@ -51,6 +52,8 @@ class ReportContent:
     rows: list[DecisionRow]
     """One row per decision, in the decisions' order."""
     negative: list[DecisionRow]
+    inconclusive: list[str]
+    """Each inconclusive verdict at the mix and cell, apart from the rejects (``headline.inconclusive_lines``)."""
     contract: list[tuple[str, list[tuple[str, str]]]]
     diff: SweepDiff | None
     predicted: PredictedView | None
@@ -74,7 +77,7 @@ def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData
         latency=latency_curves(data), read_together=read_together_notes(data),
         acceptance=rates, acceptance_missing=missing, acceptance_rows=class_acceptance(data.cells, data.records),
         kv=kv_rows(data), energy=energy_rows(data), rows=data.cost_table,
-        negative=data.negative_cells,
+        negative=data.negative_cells, inconclusive=inconclusive_lines(data.mix, data.decisions),
         contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,
         predicted=predicted_view(data) if with_predicted else None,
     )

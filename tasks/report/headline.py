@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 
 from specfleet.contract.matrix import load_label
 from specfleet.gates.quality import QualityCheck
+from specfleet.stats.bootstrap import Interval, speedup_text
 from specfleet.stats.quality import GateResult
 from specfleet.stats.variance import RunNoise
 from specfleet.verdicts.cell import Decision
+from specfleet.verdicts.detection import Detection
 from specfleet.verdicts.mix import GateCheck, MixCell, MixFigures, MixVerdict
 from specfleet.verdicts.traffic_mix import TrafficMix
 from tasks.report import fmt
@@ -97,6 +99,33 @@ def mix_lines(verdicts: Sequence[MixVerdict]) -> list[str]:
     lines = [f"traffic mix: {mix_description(verdicts[0].mix)}"]
     lines += [f"left out of every verdict: {shared}"] if shared else []
     return lines + [line for v in verdicts for line in mix_verdict_lines(v, left_out=shared is None)]
+
+
+INCONCLUSIVE_TITLE = "Inconclusive: this sweep could not tell (not negative results)"
+
+
+def inconclusive_lines(verdicts: Sequence[MixVerdict], decisions: Sequence[Decision]) -> list[str]:
+    """Every inconclusive verdict at the mix and cell, apart from the rejects: its corrected
+    interval, its minimum detectable saving at 80 % power and what would decide it."""
+    lines = [f"{v.subject} / {v.sampling} at the traffic mix: "
+             f"{_undecided(v.fleet.speedup_corrected, v.fleet.detection)}"
+             for v in verdicts if v.verdict == "inconclusive"]
+    lines += [f"{d.slice.arm} {d.slice.prompt_class} {load_label(d.slice.load_mode, d.slice.load_value)} "
+              f"{d.slice.sampling} ({d.reason_code}): "
+              f"{_undecided(d.comparison.qualified_tps_speedup_corrected if d.comparison else None, d.detection)}"
+              for d in decisions if d.verdict == "inconclusive"]
+    return lines or ["none: every claim was adopted or rejected"]
+
+
+def _undecided(interval: Interval | None, found: Detection | None) -> str:
+    shown = (f"corrected speedup {speedup_text(interval.estimate, interval.low, interval.high, digits=3)}"
+             if interval is not None else "no interval")
+    if found is None:
+        return f"{shown}; no minimum detectable saving (no noise estimate: repeated runs on two or more server " \
+               "lives would give one)"
+    mds = f"{found.saving_fraction:+.1%}" if found.saving_fraction is not None else "none in whole replicas"
+    return (f"{shown}; minimum detectable saving {mds} (speedup {found.speedup:.3f}x at 80 % power)"
+            + (f"; {found.to_decide}" if found.to_decide else ""))
 
 
 def noise_lines(noise: Sequence[RunNoise]) -> list[str]:

@@ -9,7 +9,7 @@ from specfleet.contract import arm_plans
 from specfleet.results.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
-from tasks.report.headline import mix_markdown, noise_lines
+from tasks.report.headline import INCONCLUSIVE_TITLE, inconclusive_lines, mix_markdown, noise_lines
 from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
 from tasks.report.tables import (
     ACCEPTANCE_CAPTION,
@@ -47,7 +47,9 @@ def summary_markdown(summary: SweepSummary) -> str:
         *(f"- {line}\n" for line in noise_lines(summary.noise)),
         "\n## Cost per million SLO-qualified tokens and decisions\n\n",
         markdown_table(summary.cost_table, COST_COLUMNS),
-        "\n## Negative-result cells\n\n", markdown_table(summary.negative_cells, NEGATIVE_COLUMNS),
+        "\n## Negative-result cells (rejected)\n\n", markdown_table(summary.negative_cells, NEGATIVE_COLUMNS),
+        f"\n## {INCONCLUSIVE_TITLE}\n\n",
+        *(f"- {line}\n" for line in inconclusive_lines(summary.mix, summary.decisions)),
         f"\n## {ACCEPTANCE_TITLE}\n\n{ACCEPTANCE_CAPTION}\n\n", markdown_table(summary.acceptance, ACCEPTANCE_COLUMNS),
         "\n## k policy (specfleet rule, all prompt classes)\n\n```\n",
         *(line + "\n" for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)),
@@ -179,8 +181,9 @@ def render_markdown(content: ReportContent, html_name: str) -> str:
         "## Run-to-run noise (every interval includes it)", "", *(f"- {line}" for line in noise_lines(d.noise)), "",
         "## Decision per prompt class", "", *_decision_lines(content), *_policy_lines(content),
         "## All decisions", "", markdown_table(content.rows, COST_COLUMNS),
-        f"## Negative-result cells ({len(content.negative)})", "",
+        f"## Negative-result cells, rejected ({len(content.negative)})", "",
         markdown_table(content.negative, NEGATIVE_COLUMNS).rstrip("\n"),
+        "", f"## {INCONCLUSIVE_TITLE}", "", *(f"- {line}" for line in content.inconclusive),
         "", f"## {ACCEPTANCE_TITLE}", "", ACCEPTANCE_CAPTION, "",
         markdown_table(content.acceptance_rows, ACCEPTANCE_COLUMNS).rstrip("\n"),
         *_measurement_lines(content), *_predicted_lines(content), *_diff_lines(content),

@@ -57,9 +57,10 @@ def heat_spread(maps: Sequence[HeatMap]) -> float:
 
 
 def heat_map_png(m: HeatMap, spread: float) -> str:
-    """Speedup per (row, load) on a diverging scale centred on 1.0; '*' marks cells whose corrected
-    interval saves a whole replica (the one rule, gates aside), a black frame marks cells below 1.0,
-    grey cells were not measured."""
+    """Speedup per (row, load) on a diverging scale centred on 1.0, each cell in one of three states:
+    adopt (its verdict in bold, '*' where its corrected interval saves a whole replica), reject
+    (a solid black frame: shown not to pay, or the reason code that rejected it) and inconclusive (a
+    dashed frame: the sweep could not tell); grey cells were not measured."""
     values = np.full((len(m.rows), len(m.cols)), np.nan)
     for (row, col), measured in m.cells.items():
         if measured.speedup is not None:
@@ -80,13 +81,14 @@ def heat_map_png(m: HeatMap, spread: float) -> str:
                 s = cell.speedup
                 # the speedup_text format, its bracket on a line of its own to fit the cell
                 estimate, _, interval = fmt.speedup_range(s.estimate, s.low, s.high).partition(" ")
-                outcome = cell.verdict if cell.verdict == "adopt" else cell.reason_code
+                outcome = cell.verdict if cell.verdict != "reject" else cell.reason_code
                 star = "*" if cell.beyond_noise else ""
                 text = "\n".join(part for part in (estimate + star, interval, outcome) if part)
                 red, green, blue, _ = CMAP(norm(s.estimate))
                 colour = "white" if 0.299 * red + 0.587 * green + 0.114 * blue < 0.5 else "black"
-                if cell.negative:
-                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=3))
+                if cell.verdict != "adopt":
+                    ax.add_patch(Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, edgecolor="black", linewidth=2.5,
+                                           linestyle="solid" if cell.verdict == "reject" else "dashed"))
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color=colour)
     ax.set_xticks(range(len(m.cols)), m.cols)
     ax.set_yticks(range(len(m.rows)), m.rows)

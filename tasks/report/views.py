@@ -30,10 +30,6 @@ class HeatCell:
     beyond_noise: bool
     """The one rule's answer on the cell's corrected interval (``Decision.beyond_noise``), gates aside."""
 
-    @property
-    def negative(self) -> bool:
-        return self.speedup is not None and self.speedup.estimate < 1.0
-
 
 @dataclass(frozen=True)
 class HeatMap:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pandas as pd
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, Run
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
@@ -27,6 +27,7 @@ from specfleet.errors import InputError
 from specfleet.production.canary import CanaryResult
 from specfleet.results import CellResult
 from specfleet.results.summary import SweepSummary
+from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.table import DecisionRow
 from tasks.arm.lifecycle import api_key
 from tasks.plan.versions import stack_versions
@@ -154,19 +155,38 @@ def open_sweep_run(uri: str, config: SweepConfig, sweep_id: str, fingerprint: Fi
     return str(run.info.run_id)
 
 
-def _logged_cells(client: MlflowClient, experiment: str, parent_id: str) -> dict[str, tuple[str, str]]:
-    """cell key -> (run id, started_at) of the child runs already under the parent."""
-    out: dict[str, tuple[str, str]] = {}
+def _child_runs(client: MlflowClient, experiment: str, parent_id: str) -> list[Run]:
+    """The child runs under the parent."""
+    out: list[Run] = []
     token = None
     while True:
         page = client.search_runs([experiment], f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent_id}'",
                                   max_results=1000, page_token=token)
-        for run in page:
-            tags = run.data.tags
-            out[tags.get("cell_key", "")] = (run.info.run_id, tags.get("started_at", ""))
+        out.extend(page)
         token = page.token
         if not token:
             return out
+
+
+def _logged_cells(client: MlflowClient, experiment: str, parent_id: str) -> dict[str, tuple[str, str]]:
+    """cell key -> (run id, started_at) of the child runs already under the parent."""
+    return {run.data.tags.get("cell_key", ""): (run.info.run_id, run.data.tags.get("started_at", ""))
+            for run in _child_runs(client, experiment, parent_id)}
+
+
+def _tag_cell_verdicts(client: MlflowClient, parent_id: str, decisions: Sequence[Decision]) -> None:
+    """Each speculative cell run tagged with its cell's verdict and reason code (adopt, reject or
+    inconclusive): every run of the arm at that configuration."""
+    by_cell = {(d.slice.arm, d.slice.prompt_class, d.slice.sampling, f"{d.slice.load_value:g}"): d for d in decisions}
+    experiment = client.get_run(parent_id).info.experiment_id
+    for run in _child_runs(client, experiment, parent_id):
+        tags = run.data.tags
+        load = tags.get("concurrency") or tags.get("rate_per_s") or ""
+        found = by_cell.get((tags.get("arm", ""), tags.get("prompt_class", ""), tags.get("sampling", ""),
+                             f"{float(load):g}" if load else ""))
+        if found is not None:
+            client.set_tag(run.info.run_id, "verdict", found.verdict)
+            client.set_tag(run.info.run_id, "reason_code", found.reason_code)
 
 
 def log_cell_runs(uri: str, parent_id: str, cells: Sequence[CellResult], store: ResultsStore,
@@ -212,17 +232,21 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
     client.log_table(parent_id, _table(summary.cost_table), COST_TABLE)
     client.log_dict(parent_id, summary.model_dump(mode="json"), SUMMARY_FILE)
     client.log_text(parent_id, markdown, SUMMARY_MARKDOWN)
-    adopted = sum(row.verdict == "adopt" for row in summary.cost_table)
+    counts = {verdict: sum(row.verdict == verdict for row in summary.cost_table)
+              for verdict in ("adopt", "reject", "inconclusive")}
     _log_batch(client, parent_id, metrics={
         "cells_planned": summary.cells_planned, "cells_complete": summary.cells_complete,
         "cells_ok": summary.cells_ok, "cells_invalid": summary.cells_invalid,
         "cells_failed": len(summary.failed_cells), "cells_not_measured": len(summary.not_measured),
-        "decisions_adopted": adopted,
-        "decisions_rejected": len(summary.cost_table) - adopted, **quality_metrics(summary.quality),
+        "decisions_adopted": counts["adopt"], "decisions_rejected": counts["reject"],
+        "decisions_inconclusive": counts["inconclusive"],
+        **{f"mix_{verdict}": sum(v.verdict == verdict for v in summary.mix)
+           for verdict in ("adopt", "reject", "inconclusive")}, **quality_metrics(summary.quality),
         **mix_metrics(summary.mix), **acceptance_metrics(summary.acceptance), **noise_metrics(summary.noise),
     })
     for name, why in quality_tags(summary.quality).items():
         client.set_tag(parent_id, name, why)
+    _tag_cell_verdicts(client, parent_id, summary.decisions)
 
 
 def close_sweep_run(uri: str, parent_id: str, status: str) -> None:
@@ -251,6 +275,7 @@ def log_canary_run(uri: str, experiment_name: str, canary_id: str, result: Canar
     client = MlflowClient(uri)
     experiment = _experiment_id(client, experiment_name)
     tags = {"run_kind": "canary", "canary_id": canary_id, "verdict": result.verdict,
+            **({"hold": result.hold} if result.hold else {}),
             "reason": result.reason[:5000], **({"sweep_id": result.sweep_id} if result.sweep_id else {})}
     run = client.create_run(experiment, run_name=canary_id, tags=resolve_tags(tags))
     run_id = str(run.info.run_id)

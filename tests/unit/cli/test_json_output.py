@@ -92,6 +92,14 @@ def test_report_json_names_the_files_and_why_mlflow_has_them_not(sweep: AdoptedS
                                                       str(tmp_path / "out" / "report.md"))
     assert Path(printed["html"]).is_file() and Path(printed["markdown"]).is_file()
     assert printed["mlflow"] == f"MLflow: not logged: no tracking store at {uri}"
+    summary = sweep.summary
+    assert [(d["arm"], d["prompt_class"], d["sampling"], d["verdict"], d["reason"]) for d in printed["decisions"]] == [
+        (d.slice.arm, d.slice.prompt_class, d.slice.sampling, d.verdict, d.reason_code) for d in summary.decisions]
+    assert printed["decisions"] and {d["verdict"] for d in printed["decisions"]} <= {"adopt", "reject", "inconclusive"}
+    assert [(m["arm"], m["sampling"], m["verdict"]) for m in printed["mix"]] == [
+        (m.name, m.sampling, m.verdict) for m in summary.mix]
+    assert printed["mix"] and all({"partial", "saving_fraction", "saving_low", "saving_high"} <= set(m)
+                                  for m in printed["mix"])
 
 
 @pytest.mark.parametrize("command", [["sweep"], ["revalidate"], ["sync"], ["report"], ["monitor", "rules"]])

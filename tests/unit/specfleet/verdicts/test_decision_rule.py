@@ -8,6 +8,8 @@ from scipy import stats
 
 from specfleet.stats.runs import RunValue
 from specfleet.stats.variance import estimate_noise
+from specfleet.verdicts import rule
+from specfleet.verdicts.detection import detection
 from specfleet.verdicts.rule import Claim, ClaimResult, Family
 from tests.support.noise_runs import config, runs
 
@@ -110,3 +112,102 @@ def test_a_family_refuses_a_claim_twice_or_on_another_metric() -> None:
         fam.add(cell_claim(fam, "x", 1, 0.1))
     with pytest.raises(ValueError, match="another metric"):
         fam.add(Claim("itl", "cell", 0.1, {0: 1.0}, metric="itl"))
+
+
+def test_three_verdicts_adopt_above_reject_below_inconclusive_across_the_break_even() -> None:
+    fam = family()
+    fam.add(cell_claim(fam, "above", 0, 2.0))
+    fam.add(cell_claim(fam, "below", 1, -2.0))
+    fam.add(cell_claim(fam, "across", 2, 0.0))
+    results = fam.decide()
+    above, below, across = results["above"], results["below"], results["across"]
+    assert above.corrected.low is not None and above.corrected.low > 1.0 and above.verdict == "adopt"
+    assert below.corrected.high is not None and below.corrected.high < 1.0 and below.verdict == "reject"
+    assert below.why_not is not None and below.why_not.startswith("shown not to pay")
+    assert across.corrected.low is not None and across.corrected.high is not None
+    assert across.corrected.low < 1.0 < across.corrected.high and across.verdict == "inconclusive"
+    assert (above.adopted, below.adopted, across.adopted) == (True, False, False)
+
+
+def test_the_false_discovery_rate_rejects_by_benjamini_hochberg_below_the_break_even() -> None:
+    fam = family("false_discovery_rate")
+    for i, log in enumerate([-0.9, -0.75, 0.0, 0.9]):
+        fam.add(cell_claim(fam, f"c{i}", i, log))
+    results = fam.decide()
+    for r in results.values():
+        assert r.corrected.high is not None and r.corrected.low is not None
+        shown = r.corrected.high < 1.0
+        assert (r.verdict == "reject") == shown and (r.verdict == "adopt") == (r.corrected.low > 1.0)
+    assert results["c0"].verdict == "reject" and results["c2"].verdict == "inconclusive"
+
+
+def test_without_a_noise_estimate_a_claim_is_inconclusive_however_far_it_reads() -> None:
+    lone = [RunValue("qualified_tokens_per_s", "b", "baseline", config(0), "s0", 4.0),
+            RunValue("qualified_tokens_per_s", "d", "draft", config(0), "s1", 1.0)]
+    fam = Family(lone, {"qualified_tokens_per_s": estimate_noise(lone, "qualified_tokens_per_s", CONFIDENCE)},
+                 CONFIDENCE)
+    fam.add(Claim("far below", "cell", -3.0, {0: -1.0, 1: 1.0}))
+    assert fam.decide()["far below"].verdict == "inconclusive"
+
+
+def test_the_minimum_detectable_saving_is_the_closed_form() -> None:
+    fam = family()
+    fam.add(cell_claim(fam, "only", 0, 0.05))
+    result = fam.decide()["only"]
+    se, df = se_df(result)
+    expected = np.exp(np.log(result.claim.break_even) + (lower_critical(result) + stats.t.ppf(0.8, df)) * se)
+    found = detection(result, lambda speedup: 1.0 - 1.0 / speedup)
+    assert found is not None and found.speedup == pytest.approx(expected, rel=1e-9)
+    assert found.saving_fraction == pytest.approx(1.0 - 1.0 / expected)
+    assert result.verdict == "inconclusive" and found.runs_factor is not None and found.to_decide is not None
+    # the factor brings the reach within the observed effect: se / sqrt(factor) just adopts at power
+    reach = (lower_critical(result) + stats.t.ppf(0.8, df)) * se / np.sqrt(found.runs_factor)
+    assert reach == pytest.approx(result.claim.log_estimate - np.log(result.claim.break_even))
+
+
+def test_a_first_night_with_a_real_server_part_adopts_nothing_wrongly_beyond_its_rate(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six configurations, three arms on their own servers, one run per cell, the baseline opening
+    and closing on two server lives, half the noise between servers, every true speedup 1: a sweep
+    adopts anything in at most 5 % of sweeps (dropping a server part that reads below 0 together
+    with its uncertainty adopted 7 to 10 % here) and rejects anything in at most 5 %."""
+    monkeypatch.setattr(rule, "MAX_T_DRAWS", 2_000)
+    rng = np.random.default_rng(49)
+    sweeps, wrong_adopt, wrong_reject = 240, 0, 0
+    for n in range(sweeps):
+        results = first_night(rng, server_share=0.5, seed=n)
+        wrong_adopt += any(r.verdict == "adopt" for r in results.values())
+        wrong_reject += any(r.verdict == "reject" for r in results.values())
+    assert wrong_adopt / sweeps <= 0.05 and wrong_reject / sweeps <= 0.05, (wrong_adopt, wrong_reject)
+
+
+def first_night(rng: np.random.Generator, server_share: float, seed: int, tau: float = 0.2) -> dict[str, ClaimResult]:
+    """One simulated first night at true speedup 1: per-cell and per-arm mix claims."""
+    metric = "qualified_tokens_per_s"
+    server_sd, run_sd = np.sqrt(server_share) * tau, np.sqrt(1.0 - server_share) * tau
+    offsets: dict[str, float] = {}
+    found: list[RunValue] = []
+
+    def run(arm: str, i: int, server: str) -> None:
+        offset = offsets.setdefault(server, float(rng.normal(0.0, server_sd)))
+        found.append(RunValue(metric, f"{arm}{i}{server}", arm, config(i), server,
+                              3.0 + offset + float(rng.normal(0.0, run_sd))))
+
+    for i in range(6):
+        for life in ("opening", "closing"):
+            run("baseline", i, f"baseline/{life}")
+    for a in range(3):
+        for i in range(6):
+            run(f"arm{a}", i, f"arm{a}")
+    fam = Family(found, {metric: estimate_noise(found, metric, CONFIDENCE)}, CONFIDENCE, seed=seed)  # type: ignore[dict-item]
+    for a in range(3):
+        mix: dict[int, float] = {}
+        for i in range(6):
+            cand = [j for j, r in enumerate(found) if r.arm == f"arm{a}" and r.config == config(i)]
+            base = [j for j, r in enumerate(found) if r.arm == "baseline" and r.config == config(i)]
+            weights = {j: 1.0 / len(cand) for j in cand} | {j: -1.0 / len(base) for j in base}
+            fam.add(Claim(f"cell{a}/{i}", "cell", sum(found[j].log_value * w for j, w in weights.items()), weights))
+            for j, w in weights.items():
+                mix[j] = mix.get(j, 0.0) + w / 6
+        fam.add(Claim(f"mix{a}", "mix", sum(found[j].log_value * w for j, w in mix.items()), mix))
+    return fam.decide()

@@ -70,14 +70,38 @@ def test_a_clear_win_is_adopted_with_whole_replica_cost_and_intervals() -> None:
     assert f"corrected for {d.comparisons} comparisons" in d.reason
 
 
-def test_the_same_rate_is_no_saving() -> None:
-    assert one(decisions(k2=1.0)).reason_code == "cost_not_lower"
+def test_the_same_rate_is_inconclusive_not_a_reject() -> None:
+    d = one(decisions(k2=1.0))
+    corrected = d.comparison.qualified_tps_speedup_corrected if d.comparison else None
+    assert d.cost is not None and d.cost.saving_fraction is not None and d.cost.saving_fraction <= 0
+    assert corrected is not None and corrected.high is not None and d.cost.break_even_speedup is not None
+    assert corrected.high > d.cost.break_even_speedup  # the interval reaches the break-even: no verdict on it
+    assert (d.verdict, d.reason_code) == ("inconclusive", "within_noise")
+    assert d.detection is not None and d.detection.to_decide is not None
 
 
-def test_a_saving_within_the_noise_is_rejected() -> None:
+def test_an_interval_wholly_below_the_break_even_is_shown_not_to_pay() -> None:
+    d = one(decisions(k2=0.5))
+    corrected = d.comparison.qualified_tps_speedup_corrected if d.comparison else None
+    assert corrected is not None and corrected.high is not None and d.cost is not None
+    assert d.cost.break_even_speedup is not None and corrected.high < d.cost.break_even_speedup
+    assert (d.verdict, d.reason_code) == ("reject", "shown_not_to_pay") and "shown not to pay" in d.reason
+    assert d.detection is not None and d.detection.to_decide is None
+
+
+def test_a_saving_within_the_noise_is_inconclusive() -> None:
     d = one(decisions(k2=1.03, cfg=demand(1e9)))
-    assert d.reason_code == "within_noise" and d.verdict == "reject"
+    assert d.reason_code == "within_noise" and d.verdict == "inconclusive"
     assert d.cost is not None and d.cost.saving_fraction is not None and d.cost.saving_fraction > 0
+
+
+def test_a_two_verdict_summary_reads_its_statistical_rejects_as_inconclusive() -> None:
+    d = one(decisions(k2=1.03, cfg=demand(1e9)))
+    old = d.model_dump(mode="json") | {"verdict": "reject"}
+    old.pop("detection")
+    assert Decision.model_validate(old).verdict == "inconclusive"
+    gate = one(decisions(k2=0.5)).model_dump(mode="json") | {"verdict": "reject", "reason_code": "gate_failed"}
+    assert Decision.model_validate(gate).verdict == "reject"
 
 
 def test_a_missed_slo_is_rejected_and_no_gate_or_a_failed_one_too() -> None:
@@ -90,8 +114,10 @@ def test_a_missed_slo_is_rejected_and_no_gate_or_a_failed_one_too() -> None:
     assert one(sweep.analyse().decisions).reason_code == "slo_missed"
     probes = {"baseline": EquivalenceProbe(arm="baseline", greedy=GREEDY, greedy_repeat=GREEDY),
               "draft-k2": EquivalenceProbe(arm="draft-k2", greedy=GREEDY | {"p0": [9, 9, 9]})}
-    ds = decisions(probes=probes)
-    assert one(ds).reason_code == "gate_failed" and "greedy_exact_match" in one(ds).reason
+    for k2 in (2.1, 1.0, 0.5):  # a failed gate rejects whatever the interval: above, across or below the break-even
+        ds = decisions(k2=k2, probes=probes)
+        assert (one(ds).verdict, one(ds).reason_code) == ("reject", "gate_failed")
+        assert "greedy_exact_match" in one(ds).reason
     assert one(ds, "draft-k4").reason_code == "no_gate"  # no stored probe of draft-k4
 
 
@@ -165,13 +191,14 @@ def test_a_usable_cell_needs_its_sample_and_its_rate() -> None:
         decide_sweep(sweep.config, [*sweep.cells[:-1], broken], samples, {}, {}, {})
 
 
-def test_negative_cells_carry_the_same_detail() -> None:
-    ds = decisions(k2=2.0, k4=1.0)
+def test_negative_cells_are_the_rejects_and_carry_the_same_detail() -> None:
+    ds = decisions(k2=1.0, k4=0.5)
     rows = decision_rows(ds, CFG)
     negative = negative_cells(ds, CFG)
-    assert len(rows) == 6 and {r.k for r in negative} == {4}
+    assert len(rows) == 6 and {r.k for r in negative} == {4}  # draft-k2 is inconclusive: not a negative result
+    assert {r.verdict for r in rows if r.k == 2} == {"inconclusive"}
     row = negative[0].model_dump(mode="json")
-    assert row["reason_code"] == "cost_not_lower"
+    assert row["reason_code"] == "shown_not_to_pay"
     assert row["engine"] == "vllm" and row["concurrency"] == 4 and row["method"] == "draft_model"
     assert "cpu" in str(row["hardware"])
     assert set(row) == set(rows[0].model_dump(mode="json"))

@@ -247,7 +247,8 @@ def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
     assert content.diff is not None and content.diff.flipped
     assert all(r.this is not None and r.other is not None for r in content.diff.flipped)
     heat = {m.arm: m for m in content.maps}
-    assert heat["draft-k3"].cells[("chat", "c1")].negative
+    chat_c1 = heat["draft-k3"].cells[("chat", "c1")]
+    assert chat_c1.speedup is not None and chat_c1.speedup.estimate < 1.0 and chat_c1.verdict != "adopt"
     assert heat["draft-k3"].cells[("chat", "c4")].speedup is None
     kv = {r.arm: r for r in content.kv}
     assert kv["draft-k2"].draft_cost == pytest.approx(0.135) and kv["ngram-k3"].tokens is None

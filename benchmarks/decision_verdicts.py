@@ -7,9 +7,9 @@ on their server lives as ``specfleet.planning.power`` lays it out (with the base
 ``analysis.noise_history`` earlier sweeps, or none on a first night); each sweep draws every run
 value from a truth, estimates the noise from its repeated runs as a sweep does
 (``specfleet.stats.variance``), and decides every claim (each speculative arm at every cell, on
-each class and at the traffic mix) in one ``Family`` (``specfleet.verdicts.rule``). A claim is
-``adopt`` where its corrected lower bound clears the break-even (1 here), ``reject`` where its
-corrected upper bound lies below it, ``inconclusive`` otherwise. A claim's estimate is the linear
+each class and at the traffic mix) in one ``Family`` (``specfleet.verdicts.rule``), whose verdicts
+it counts: ``adopt`` where the corrected lower bound clears the break-even (1 here), ``reject``
+where the corrected upper bound lies below it, ``inconclusive`` otherwise. A claim's estimate is the linear
 combination of run values the rule's standard error is made for (the product's harmonic mix is
 that to first order); the gates pass. Every speculative arm has the same true ratio at every cell.
 
@@ -40,7 +40,7 @@ from specfleet.planning.power import (
 )
 from specfleet.stats.runs import RunValue
 from specfleet.stats.variance import NoiseDesign, RunNoise
-from specfleet.verdicts.rule import Claim, ClaimKind, ClaimResult, Family
+from specfleet.verdicts.rule import Claim, ClaimKind, Family
 from tasks.plan.config import load_sweep_config
 from tasks.plan.power import planned_servers
 
@@ -159,17 +159,6 @@ def sweep_noise(lay: Layout, y: FloatArray, confidence: float) -> RunNoise:
                     relative_sd_low=None, relative_sd_high=None, confidence=confidence, source="simulated")
 
 
-def verdict(result: ClaimResult, break_even: float = 1.0) -> str:
-    """adopt: the corrected lower bound clears the break-even; reject: the corrected upper bound lies
-    below it; inconclusive: the interval holds it, or there is none."""
-    low, high = result.corrected.low, result.corrected.high
-    if low is not None and low > break_even:
-        return "adopt"
-    if high is not None and high < break_even:
-        return "reject"
-    return "inconclusive"
-
-
 def decide(lay: Layout, y: FloatArray) -> dict[str, str]:
     analysis = lay.config.analysis
     runs = [RunValue(r.metric, r.label, r.arm, r.config, r.server, float(v)) for r, v in zip(lay.runs, y, strict=True)]
@@ -178,7 +167,7 @@ def decide(lay: Layout, y: FloatArray) -> dict[str, str]:
     estimates = lay.weights @ y
     for (key, kind, _, w), estimate in zip(lay.claims, estimates, strict=True):
         family.add(Claim(key, kind, float(estimate), w))
-    return {key: verdict(result) for key, result in family.decide().items()}
+    return {key: result.verdict for key, result in family.decide().items()}
 
 
 @dataclass

@@ -260,11 +260,12 @@ def goals(settings: Sequence[dict[str, object]]) -> list[dict[str, object]]:
                 return float(s["ratios"][label]["shares"]["mix"][verdict_name])  # type: ignore[index]
         return None
 
-    for label, v in (("2x", "adopt"), ("0.5x", "reject")):
+    shapes = {s["shape"] for s in settings}
+    for label, v in (("2x", "adopt"), ("0.5x", "reject")) if "demo" in shapes else ():
         found = mix("demo", "model, first night", label, v)
         out.append({"goal": f"demo, first night: a true {label} arm at the mix {v}ed >= 80 %", "figure": found,
                     "met": found is not None and found >= 0.8})
-    for truth in ("model, first night", "model, with history"):
+    for truth in ("model, first night", "model, with history") if "nightly" in shapes else ():
         for label in ("+3 tau", "-3 tau"):
             adopt, reject = mix("nightly", truth, label, "adopt"), mix("nightly", truth, label, "reject")
             found = None if adopt is None or reject is None else adopt + reject

@@ -224,10 +224,13 @@ def run_setting(shape: str, truth: Truth, noise: NoiseTruth, sweeps: int, seed: 
             counts.add(lay, decide(lay, simulate(lay, truth, noise, theta, rng)), theta)
         out[label] = {"ratio": ratio, **counts.figures(theta)}
     log(f"{shape} / {truth.name}: {sweeps} sweeps x {len(out)} ratios in {time.monotonic() - started:.0f} s")
+    pooled = {key: [r[key] for r in out.values() if r[key] is not None]  # type: ignore[index]
+              for key in ("wrong_adopt", "wrong_reject")}
     return {"shape": shape, "truth": truth.__dict__, "history_sweeps": lay.history, "claims": len(lay.claims),
             "planned": {"adopt_speedup": adopt_mds, "reject_speedup": reject_mds,
                         "adopt_saving": 1 - 1 / adopt_mds, "reject_saving": 1 - 1 / reject_mds},
-            "ratios": out}
+            "ratios": out,
+            "pooled": {key: {"rate": float(np.mean(v)), "sweeps": sweeps * len(v)} for key, v in pooled.items()}}
 
 
 TRUTHS = (Truth("model, first night"), Truth("model, with history", history=True),

@@ -500,12 +500,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def verdict_noise(paths: Sequence[str]) -> "NoiseTruth":
     """The stored sweeps' pooled noise (a negative part as 0), or the stated figure without any."""
-    from benchmarks.decision_verdicts import STATED_SOURCE, STATED_TAU, NoiseTruth
+    from benchmarks.decision_verdicts import STATED_RUN_VAR, STATED_SOURCE, NoiseTruth
 
     sweeps = stored_sweeps(paths)
     found = real_noise(sweeps) if sweeps else None
     if found is None or not found.noise["qualified_tokens_per_s"].estimated:
-        return NoiseTruth(0.0, STATED_TAU**2, STATED_SOURCE)
+        return NoiseTruth(0.0, STATED_RUN_VAR, STATED_SOURCE)
     server_var, run_var = found.truth("qualified_tokens_per_s")
     source = found.noise["qualified_tokens_per_s"].source
     return NoiseTruth(server_var, run_var, f"{len(sweeps)} stored sweeps: {source}")

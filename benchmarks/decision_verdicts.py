@@ -47,10 +47,10 @@ from tasks.plan.power import planned_servers
 FloatArray = npt.NDArray[np.float64]
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"demo": ROOT / "configs" / "demo-cpu.yaml", "nightly": ROOT / "configs" / "llama70b-h200-nightly.yaml"}
-STATED_TAU = 0.098
-STATED_SOURCE = ("STATED (no stored sweep on this machine): the noise floor 9.8 % of the 12 stored sweeps the "
-                 "README's decision calibration pooled (9 demos, 3 integration sweeps), its server part estimated "
-                 "below 0 and so taken as 0")
+STATED_RUN_VAR = 0.0105
+STATED_SOURCE = ("STATED (no stored sweep on this machine): the 12 stored sweeps docs/benchmarks.md's decision "
+                 "calibration pooled (9 demos, 3 integration sweeps; 58 runs in 29 repeated groups on 24 server "
+                 "lives): tokens/s run variance 0.0105, server variance estimated below 0 and taken as 0")
 KINDS = ("cell", "class", "mix")
 VERDICTS = ("adopt", "reject", "inconclusive")
 

@@ -435,6 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "its record goes to benchmarks/results/")
     parser.add_argument("--verdict-sweeps", type=int, default=80, help="with --verdicts: demo sweeps per ratio")
     parser.add_argument("--verdict-nightly", type=int, default=25, help="with --verdicts: nightly sweeps per ratio")
+    parser.add_argument("--truths", help="with --verdicts: only these truths, by name, ';'-separated")
     parser.add_argument("--quick", action="store_true", help="with --verdicts: a few sweeps per ratio (a test)")
     args = parser.parse_args(argv)
     console = Console(width=160)
@@ -523,7 +524,8 @@ def run_verdicts(console: Console, args: argparse.Namespace) -> int:
     settings = []
     for name in args.shapes.split(","):
         truths = TRUTHS if name == "demo" else [t for t in TRUTHS if t.name in NIGHTLY_TRUTHS]
-        for truth in truths[:2] if args.quick else truths:
+        chosen = [t for t in truths if args.truths is None or t.name in args.truths.split(";")]
+        for truth in chosen[:2] if args.quick else chosen:
             settings.append(run_setting(name, truth, noise, per[name], args.seed,
                                         lambda line: console.print(line, highlight=False)))
     met = goals(settings) if not args.quick else []

@@ -15,7 +15,7 @@ that to first order); the gates pass. Every speculative arm has the same true ra
 
 Truths: the noise of stored sweeps (their pooled estimate, or the stated figure where none is on
 this machine) and, outside the rule's own model, a server part of 25-75 % of it on a first night,
-a server-age drift (a life slows through its cells), t3 tails in place of normal ones, and
+a server-age drift (each life slows through its cells at a slope of its own), t3 tails in place of normal ones, and
 speculative arms twice as noisy as the baseline. Wrong adopt: an adopt at a true ratio at or below
 the break-even; wrong reject: a reject at or above it.
 """
@@ -64,7 +64,9 @@ class Truth:
     """The server part as this share of the total variance; None: the noise source's own split."""
     tails: str = "normal"
     drift_tau: float = 0.0
-    """Server age: a life's rate falls by this many tau from its first cell to its last."""
+    """Server age: a life's rate falls from its first cell to its last by a slope of its own, drawn
+    at this many tau (sd half as much): a shared slope would cancel, every life measuring its cells
+    in the same order."""
     arm_noise: float = 1.0
     """Speculative arms' variances as a multiple of the baseline's."""
     history: bool = False
@@ -141,7 +143,8 @@ def simulate(lay: Layout, truth: Truth, noise: NoiseTruth, theta: float, rng: np
     server_scale[lay.servers] = scale
     u = _draw(rng, truth.tails, len(server_scale)) * math.sqrt(share * total) * server_scale
     e = _draw(rng, truth.tails, len(lay.runs)) * math.sqrt((1 - share) * total) * scale
-    y: FloatArray = theta * lay.candidate + u[lay.servers] + e - truth.drift_tau * noise.tau * lay.age
+    slope = rng.normal(truth.drift_tau, truth.drift_tau / 2.0, len(server_scale)) * noise.tau
+    y: FloatArray = theta * lay.candidate + u[lay.servers] + e - slope[lay.servers] * lay.age
     return y
 
 

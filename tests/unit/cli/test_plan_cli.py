@@ -120,3 +120,21 @@ def test_a_bad_detect_is_one_line_and_exit_2(value: str) -> None:
     result = runner.invoke(app, ["plan", DEMO, "--detect", value])
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0 and "--detect" in result.output
+
+
+def test_the_plan_reads_this_machines_recorded_noise_for_the_same_models(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specfleet.stats.variance import RunNoise
+    from tasks.engine.noise_records import record_noise
+    from tasks.plan.config import load_sweep_config
+
+    monkeypatch.setenv("SPECFLEET_CACHE_DIR", str(tmp_path))
+    noise = RunNoise(metric="qualified_tokens_per_s", identified="both", server_var=0.0004, run_var=0.0021, runs=40,
+                     groups=20, servers=10, relative_sd=0.05, relative_sd_low=None, relative_sd_high=None,
+                     confidence=0.95, source="test")
+    record_noise(load_sweep_config(Path(DEMO)), "earlier-demo", noise)
+    power = _plan(DEMO)["power"]
+    assert isinstance(power, dict) and power["noise_prior"] is False and "earlier-demo" in power["noise_source"]
+    assert power["tau"] == pytest.approx(0.05)
+    prior = _plan(H200)["power"]  # other models: nothing recorded for them
+    assert isinstance(prior, dict) and prior["noise_prior"] is True

@@ -244,6 +244,12 @@ def print_answer(summary: "SweepSummary") -> None:
     out.print("[bold]The answer at the traffic mix[/bold] (checks above, figures in the report)")
     for verdict in summary.mix:
         out.print(f"  {verdict.headline}", markup=False, highlight=False, soft_wrap=True)
+        found = verdict.fleet.detection
+        if verdict.verdict == "inconclusive":
+            decide = ("no interval: repeated runs on two or more server lives would give one" if found is None
+                      else found.to_decide or "the checks above that are not yet met (cells of the mix not "
+                      "measured, or prompt classes still inconclusive)")
+            out.print(f"    what would decide it: {decide}", markup=False, highlight=False, soft_wrap=True)
     if not summary.mix:
         out.print(f"  {NA}: no verdict at the traffic mix (see the notes above)", markup=False)
     for compared in summary.policy_comparisons:  # the measured k policy beside the composed one

@@ -83,7 +83,8 @@ def verdicts_json(mix: Sequence["MixVerdict"], decisions: Sequence["Decision"]) 
                  "saving_fraction": v.fleet.saving_fraction, "saving_low": v.fleet.pessimistic_saving_fraction,
                  "saving_high": v.fleet.optimistic_saving_fraction,
                  "detectable_saving_fraction": detectable(v.fleet.detection),
-                 "to_decide": v.fleet.detection.to_decide if v.fleet.detection else None} for v in mix],
+                 "to_decide": v.fleet.detection.to_decide if v.fleet.detection and v.verdict == "inconclusive"
+                 else None} for v in mix],
         "decisions": [{"arm": d.slice.arm, "prompt_class": d.slice.prompt_class,
                        "load": load_label(d.slice.load_mode, d.slice.load_value), "sampling": d.slice.sampling,
                        "verdict": d.verdict, "reason": d.reason_code,

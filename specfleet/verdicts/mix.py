@@ -120,12 +120,14 @@ class MixFigures(RecordModel):
     @model_validator(mode="before")
     @classmethod
     def _two_verdict_summary(cls, data: object) -> object:
-        """A summary written with two verdicts: the third read from its corrected interval."""
+        """A summary written with two verdicts: the third read from its corrected interval (no saving
+        figure over measured cells rejects, as ``MixClaims._figures`` does)."""
         if not isinstance(data, dict) or "verdict" in data:
             return data
         interval, be = data.get("speedup_corrected"), data.get("break_even_speedup")
         high = interval.get("high") if isinstance(interval, dict) else None
-        shown = high is not None and be is not None and high < be
+        shown = (high is not None and be is not None and high < be) or (
+            data.get("saving_fraction") is None and (data.get("covered_share") or 0.0) > 0.0)
         return {**data, "verdict": "adopt" if data.get("adopted") else "reject" if shown else "inconclusive"}
 
     @property

@@ -38,6 +38,9 @@ class DecisionRow(RecordModel):
     candidate_replicas: int | None
     saving_fraction: float | None
     noise_floor: float | None
+    detectable_saving_fraction: float | None = Field(
+        None, description="The minimum detectable saving at 80 % power (None: no interval, or a summary written "
+        "before it existed).")
 
 
 def _hardware(config: SweepConfig) -> str:
@@ -47,7 +50,7 @@ def _hardware(config: SweepConfig) -> str:
 
 
 def decision_rows(decisions: Sequence[Decision], config: SweepConfig) -> list[DecisionRow]:
-    """One row per decision, adopted or rejected, with the same columns."""
+    """One row per decision, adopted, rejected or inconclusive, with the same columns."""
     rows = []
     for d in decisions:
         s, c, cost = d.slice, d.comparison, d.cost
@@ -70,11 +73,13 @@ def decision_rows(decisions: Sequence[Decision], config: SweepConfig) -> list[De
             candidate_replicas=cost.candidate_replicas if cost else None,
             saving_fraction=cost.saving_fraction if cost else None,
             noise_floor=cost.noise_floor if cost else None,
+            detectable_saving_fraction=d.detection.saving_fraction if d.detection else None,
         ))
     return rows
 
 
 def negative_cells(decisions: Sequence[Decision], config: SweepConfig) -> list[DecisionRow]:
-    """Every cell where speculation did not beat the baseline beyond noise, with its reason."""
+    """Every rejected cell (shown not to pay, or rejected by the SLO, a gate or an unusable cell), with
+    its reason; an inconclusive cell is no negative result."""
     return [row for row in decision_rows(decisions, config) if row.verdict == "reject"]
 

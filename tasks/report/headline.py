@@ -85,6 +85,11 @@ def mix_verdict_lines(verdict: MixVerdict, left_out: bool = True) -> list[str]:
     and (``left_out``) the cells of the mix the verdict leaves out, each named with why."""
     lines = [verdict.headline, "  entry gate: " + "; ".join(_check(c) for c in verdict.checks),
              "  " + _check(verdict.other_gates)]
+    found = verdict.fleet.detection
+    if found is not None and found.saving_fraction is not None:
+        lines.append(f"  minimum detectable saving {found.saving_fraction:+.1%} at 80 % power (speedup "
+                     f"{found.speedup:.3f}x)"
+                     + (f"; {found.to_decide}" if found.to_decide and verdict.verdict == "inconclusive" else ""))
     missing = _left_out(verdict.mix, verdict.cells)
     return lines + ([f"  left out of the verdict: {missing}"] if missing and left_out else [])
 

@@ -10,6 +10,7 @@ from specfleet.verdicts.table import DecisionRow
 from tasks.report import fmt, plots
 from tasks.report.content import ReportContent
 from tasks.report.headline import (
+    INCONCLUSIVE_TITLE,
     MIX_CLASS_COLUMNS,
     MIX_COLUMNS,
     MIX_TITLE,
@@ -71,6 +72,7 @@ def _environment() -> Environment:
                        saving_range=fmt.saving_range, difference=fmt.difference, not_measured=not_measured_line)
     env.globals.update(load_label=load_label, negative_columns=[name for name, _ in NEGATIVE_COLUMNS],
                        negative_cells=_negative_cells, zip=zip, na=fmt.NA, mix_title=MIX_TITLE,
+                       inconclusive_title=INCONCLUSIVE_TITLE,
                        mix_description=mix_description, mix_verdict_lines=mix_verdict_lines, noise_lines=noise_lines,
                        mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures,
                        not_measured_title=not_measured_title, predicted_caption=caption,

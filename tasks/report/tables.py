@@ -42,6 +42,7 @@ COST_COLUMNS: list[Column[DecisionRow]] = [
     ("base $/M", lambda r: fmt.num(r.baseline_cost_per_million_usd, ",.2f")),
     ("spec $/M", lambda r: fmt.num(r.candidate_cost_per_million_usd, ",.2f")),
     ("saving", lambda r: fmt.num(r.saving_fraction, "+.1%")), ("noise", lambda r: fmt.num(r.noise_floor, ".1%")),
+    ("MDS 80%", lambda r: fmt.num(r.detectable_saving_fraction, "+.1%")),
     ("verdict", lambda r: r.verdict), ("reason", lambda r: r.reason_code),
 ]
 NEGATIVE_COLUMNS: list[Column[DecisionRow]] = [

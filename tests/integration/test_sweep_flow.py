@@ -19,7 +19,7 @@ from cli.sweep import revalidate
 from flows.revalidate import EVENT, revalidate_flow
 from specfleet.gates.quality import QualityProbe
 from specfleet.results.summary import SweepSummary
-from tasks.report.headline import MIX_TITLE
+from tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,
     CELLS,
@@ -107,6 +107,20 @@ def test_the_verdict_at_the_mix_comes_first_and_is_on_the_parent_run(reference: 
         assert logged[f"{prefix}.entry_gate"] == float(verdict.passed)
         assert logged.get(f"{prefix}.saving") == (None if verdict.fleet.saving_fraction is None
                                                   else pytest.approx(verdict.fleet.saving_fraction))
+    # three verdicts: counted on the parent, tagged on every speculative cell run, inconclusive ones listed apart
+    three = ("adopt", "reject", "inconclusive")
+    assert {d.verdict for d in summary.decisions} <= set(three) and {v.verdict for v in summary.mix} <= set(three)
+    assert [logged[f"decisions_{name}"] for name in ("adopted", "rejected", "inconclusive")] == [
+        float(sum(d.verdict == v for d in summary.decisions)) for v in three]
+    assert all(row.verdict == "reject" for row in summary.negative_cells)
+    verdict_of = {(d.slice.arm, d.slice.prompt_class, d.slice.sampling, f"{d.slice.load_value:g}"): d.verdict
+                  for d in summary.decisions}
+    tagged = [r.data.tags for r in reference.runs("cell") if r.data.tags.get("method") != "baseline"]
+    assert tagged and all(t.get("verdict") == verdict_of.get(
+        (t["arm"], t["prompt_class"], t["sampling"], f"{float(t.get('concurrency') or t['rate_per_s']):g}"))
+        for t in tagged)
+    assert INCONCLUSIVE_TITLE in printed
+    assert f"## {INCONCLUSIVE_TITLE}" in (reference.store.dir / "summary.md").read_text()
     assert f"MLflow UI: open {reference.tracking.uri}" in reference.output
     table, markdown = Artifact.get(f"{EXPERIMENT}-cost-table"), Artifact.get(f"{EXPERIMENT}-sweep-summary")
     assert table is not None and table.type == "table" and markdown is not None and markdown.type == "markdown"

@@ -12,12 +12,14 @@ from pydantic import ValidationError
 
 from specfleet.production.canary import (
     AcceptanceFigure,
+    CanaryResult,
     ClassClaims,
     ClassComparison,
     UnusableCell,
     acceptance_figure,
     canary_verdict,
     compare_class,
+    hold_kind,
     uncompared_class,
 )
 from specfleet.stats.bootstrap import Interval
@@ -34,8 +36,8 @@ def _interval(estimate: float, low: float, high: float) -> Interval:
 
 def _result(key: str, adopted: bool, ratio: tuple[float, float, float] = (1.0, 0.9, 1.1)) -> ClaimResult:
     interval = _interval(*ratio)
-    return ClaimResult(Claim(key, "canary", float(np.log(ratio[0])), {}), interval, interval, adopted, 12,
-                       None if adopted else "within the noise")
+    return ClaimResult(Claim(key, "canary", float(np.log(ratio[0])), {}), interval, interval,
+                       "adopt" if adopted else "inconclusive", 12, None if adopted else "within the noise")
 
 
 def _comparison(tps: tuple[float, float, float], candidate_slo: bool = True) -> Comparison:
@@ -172,3 +174,16 @@ def test_a_class_is_compared_or_says_why_not() -> None:
     stored = _uncompared(SATURATED, SATURATED.model_copy(update={"replica": "baseline"}))
     assert ClassComparison.model_validate_json(stored.model_dump_json()) == stored  # canary.json round-trips
     assert stored.not_compared is not None and stored.not_compared.count("client saturated") == 2
+
+
+def test_a_hold_says_whether_it_is_a_reject_or_inconclusive() -> None:
+    within = _class((1.02, 0.95, 1.09))
+    unscored = _class((1.4, 1.3, 1.5), faster=True, scored=False)
+    assert hold_kind([within]) == "inconclusive"  # more measurement could decide it
+    assert hold_kind([within, _uncompared(UnusableCell(replica="baseline", status="invalid", reasons=["lag"]))]) == \
+        "inconclusive"
+    assert hold_kind([unscored]) == "reject" and hold_kind([within, _uncompared(SATURATED)]) == "reject"
+    held = CanaryResult(verdict="hold", reason="r", noise_floor=None, noise_source="none", sweep_id=None, arm=None,
+                        rollback_server_args=None, classes=[unscored])
+    assert held.hold == "reject"
+    assert CanaryResult.model_validate(held.model_dump() | {"verdict": "promote"}).hold is None

@@ -68,7 +68,7 @@ def test_no_cell_saves_but_the_fleet_saves_a_replica() -> None:
                       {"draft-k2": lambda i: {"code": 105.0, "chat": 420.0}[i.prompt_class],
                        "draft-k4": lambda i: {"code": 100.0, "chat": 400.0}[i.prompt_class]})
     analysis = sweep.analyse()
-    assert {d.reason_code for d in analysis.decisions if d.slice.arm == "draft-k2"} == {"cost_not_lower"}
+    assert {d.reason_code for d in analysis.decisions if d.slice.arm == "draft-k2"} == {"shown_not_to_pay"}
     v = next(v for v in analysis.mix if v.name == "draft-k2")
     assert (v.fleet.baseline_replicas, v.fleet.candidate_replicas) == (7, 6)
     assert v.fleet.saving_fraction == pytest.approx(1 / 7)
@@ -153,7 +153,8 @@ def test_a_gate_that_rejects_a_measured_cell_makes_the_verdict_not_adoptable() -
               "draft-k2": EquivalenceProbe(arm="draft-k2", greedy=greedy | {"p0": [1, 2, 9]}),
               "draft-k4": EquivalenceProbe(arm="draft-k4", greedy=greedy)}
     v = next(v for v in sweep.analyse(probes).mix if v.name == "draft-k2")
-    assert not v.other_gates.passed and not v.adoptable
+    assert not v.other_gates.passed and not v.adoptable and v.verdict == "reject"  # whatever its interval
+    assert v.model_dump(mode="json")["verdict"] == "reject" and v.headline.split(": ")[1].startswith("REJECT")
     assert v.other_gates.detail == "4 of 4 cells rejected by gate_failed"
     assert {c.blocked_by for c in v.cells} == {"gate_failed"}
 

@@ -29,7 +29,7 @@ def test_decisions_sharing_a_verdict_and_reason_are_one_line_naming_the_cells() 
                   rejected("draft-k4", "rag", 4, "baseline_not_usable", lag.format(681.0))]
     assert grouped_decision_lines(decisions) == [
         f"reject 10 cells (draft-k2, draft-k4: code, chat at c1, c4; ngram-k3: code c1, chat c4): {GATE}",
-        "reject 2 cells (draft-k2: rag at c1, c4): within_noise (figures differ per cell: see the report)",
+        "inconclusive 2 cells (draft-k2: rag at c1, c4): within_noise (figures differ per cell: see the report)",
         "reject 2 cells (ngram-k3, draft-k4: rag at c4): no usable baseline cell: client saturated: ... "
         "(baseline_not_usable; figures differ per cell: see the report)",
     ]

@@ -216,7 +216,8 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     assert 'class="flip"' in html
     markdown = (out / "report.md").read_text()
     for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) |",
-                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (8)", "## Held-out quality",
+                 "num_speculative_tokens_per_batch_size", "## Negative-result cells, rejected (",
+                 "## Inconclusive: this sweep could not tell", "## Held-out quality",
                  "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
                  f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped", "## Measured and predicted",
@@ -327,7 +328,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
 
     made = sweeps.summary
     verdicts = {d.verdict for d in made.decisions}
-    assert verdicts == {"adopt", "reject"}
+    assert verdicts == {"adopt", "reject", "inconclusive"}
     assert any(d.cost and d.cost.pessimistic_saving_fraction for d in made.decisions)
     data = StoredSweep(sweeps.first.store.dir).report_data()
     assert data.decisions_source == "the sweep's summary.json"

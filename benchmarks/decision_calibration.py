@@ -44,12 +44,14 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks.results_record import results_dir, write_result
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.matrix import ArmPlan, CellIdentity
 from specfleet.production.canary import (
@@ -73,6 +75,9 @@ from specfleet.verdicts.traffic_mix import cell_token_shares, effective_mix
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import Phase, planned_cells
 from tasks.store.sweep import StoredSweep
+
+if TYPE_CHECKING:
+    from benchmarks.decision_verdicts import NoiseTruth
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = {"demo": ROOT / "configs" / "demo-cpu.yaml", "nightly": ROOT / "configs" / "llama70b-h200-nightly.yaml"}
@@ -425,8 +430,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-history", action="store_true",
                         help="every simulated sweep alone (its config's analysis.noise_history set to 0): a first run")
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--verdicts", action="store_true", help="the three verdicts (adopt / reject / inconclusive) "
+                        "at true ratios spanning the break-even, on the planned designs "
+                        "(benchmarks/decision_verdicts.py); "
+                        "its record goes to benchmarks/results/")
+    parser.add_argument("--verdict-sweeps", type=int, default=80, help="with --verdicts: demo sweeps per ratio")
+    parser.add_argument("--verdict-nightly", type=int, default=25, help="with --verdicts: nightly sweeps per ratio")
+    parser.add_argument("--truths", help="with --verdicts: only these truths, by name, ';'-separated")
+    parser.add_argument("--quick", action="store_true", help="with --verdicts: a few sweeps per ratio (a test)")
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console(width=160)
+    if args.verdicts:
+        return run_verdicts(console, args)
     started = time.monotonic()
     noise = real_noise(stored_sweeps(args.sweeps))
     if args.server_share is not None:
@@ -483,6 +498,100 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(out, indent=2), encoding="utf-8")
     return 0
+
+
+def verdict_noise(paths: Sequence[str]) -> "NoiseTruth":
+    """The stored sweeps' pooled noise (a negative part as 0), or the stated figure without any."""
+    from benchmarks.decision_verdicts import STATED_RUN_VAR, STATED_SOURCE, NoiseTruth
+
+    sweeps = stored_sweeps(paths)
+    found = real_noise(sweeps) if sweeps else None
+    if found is None or not found.noise["qualified_tokens_per_s"].estimated:
+        return NoiseTruth(0.0, STATED_RUN_VAR, STATED_SOURCE)
+    server_var, run_var = found.truth("qualified_tokens_per_s")
+    source = found.noise["qualified_tokens_per_s"].source
+    return NoiseTruth(server_var, run_var, f"{len(sweeps)} stored sweeps: {source}")
+
+
+VERDICTS_BENCHMARK = "decision_calibration_verdicts"
+
+
+def run_verdicts(console: Console, args: argparse.Namespace) -> int:
+    """The three verdicts over every shape and truth; the record under benchmarks/results/."""
+    from benchmarks.decision_verdicts import NIGHTLY_TRUTHS, TRUTHS, goals, run_setting
+
+    noise = verdict_noise(args.sweeps)
+    console.print(f"noise: tau {noise.tau:.3f} (server {noise.server_var:.5f}, run {noise.run_var:.5f}); "
+                  f"{noise.source}",
+                  highlight=False)
+    per = {"demo": 4 if args.quick else args.verdict_sweeps, "nightly": 2 if args.quick else args.verdict_nightly}
+    settings = []
+    for name in args.shapes.split(","):
+        truths = TRUTHS if name == "demo" else [t for t in TRUTHS if t.name in NIGHTLY_TRUTHS]
+        chosen = [t for t in truths if args.truths is None or t.name in args.truths.split(";")]
+        for truth in chosen[:2] if args.quick else chosen:
+            settings.append(run_setting(name, truth, noise, per[name], args.seed,
+                                        lambda line: console.print(line, highlight=False)))
+    met = goals(settings) if not args.quick else []
+    record = {"benchmark": "decision_calibration --verdicts", "label": "SIMULATED sweeps on the planned designs",
+              "machine": _machine(), "commit": _commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "noise": {"server_var": noise.server_var, "run_var": noise.run_var, "tau": noise.tau,
+                        "source": noise.source},
+              "sweeps_per_ratio": per, "quick": args.quick, "settings": settings, "goals": met,
+              "met": all(bool(g["met"]) for g in met) if met else None}
+    _verdict_tables(console, settings, met)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = args.json or results_dir() / VERDICTS_BENCHMARK / "detail" / f"decision-verdicts-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    console.print(f"full tables: {out}", highlight=False)
+    if met:
+        write_result(VERDICTS_BENCHMARK, "; ".join(str(g["goal"]) for g in met), record["met"],
+                     {_figure_name(g): _percent(g["figure"]) for g in met},
+                     note=f"SIMULATED sweeps of the planned {args.shapes} designs, {per} sweeps per ratio; noise "
+                     f"{noise.source}; full tables: {out.name}")
+    return 0
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else round(100.0 * float(share), 1)
+
+
+def _figure_name(goal: dict[str, Any]) -> str:
+    """A goal's figure as a record key: its words and where its worst case was, in snake case, in per cent."""
+    words = " ".join([str(goal["goal"]), *map(str, goal.get("where") or [])])
+    return "_".join("".join(c if c.isalnum() else " " for c in words.lower()).split())[:90] + "_pct"
+
+
+def _verdict_tables(console: Console, settings: Sequence[dict[str, Any]], met: Sequence[dict[str, Any]]) -> None:
+    for s in settings:
+        table = Table(title=f"{s['shape']} / {s['truth']['name']}: mix adopt / reject / inconclusive, wrong adopt, "
+                      f"wrong reject (planned 80 % MDS: adopt {s['planned']['adopt_speedup']:.2f}x, reject "
+                      f"{s['planned']['reject_speedup']:.2f}x)")
+        for column in ("ratio", "x", "mix A/R/I", "class A/R/I", "cell A/R/I", "wrong adopt", "wrong reject"):
+            table.add_column(column)
+        for label, r in s["ratios"].items():
+            shares = r["shares"]
+            cells = ["/".join(f"{shares[k][v]:.0%}" for v in ("adopt", "reject", "inconclusive"))
+                     for k in ("mix", "class", "cell")]
+            wrong = ["-" if r[k] is None else f"{r[k]:.1%}" for k in ("wrong_adopt", "wrong_reject")]
+            table.add_row(label, f"{r['ratio']:.3f}", *cells, *wrong)
+        console.print(table)
+    for g in met:
+        console.print(f"goal: {g['goal']}: {g['figure']} -> {'met' if g['met'] else 'NOT met'}", highlight=False)
+
+
+def _machine() -> dict[str, object]:
+    from benchmarks.model_accuracy import machine
+
+    return machine()
+
+
+def _commit() -> str | None:
+    import subprocess
+
+    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False)
+    return done.stdout.strip() or None
 
 
 def _table(console: Console, title: str, tally: Tally) -> dict[str, object]:

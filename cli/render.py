@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from specfleet.planning.estimate import SweepEstimate
+    from specfleet.planning.power import DesignProposal, PowerPlan
     from specfleet.planning.prediction import Bounds, Prediction
     from specfleet.production.canary import AcceptanceFigure, CanaryResult
     from specfleet.results.summary import SweepSummary
@@ -125,6 +126,57 @@ def print_plan(estimate: "SweepEstimate") -> None:
         verdict = "fits" if e.fits_budget else "[red]does NOT fit[/red]"
         out.print(f"budget {human_duration(e.budget_s)}: {verdict} (predicted {human_duration(e.wall_s)})")
     for note in e.notes:
+        out.print(f"note: {note}", highlight=False)
+
+
+def _share(value: float | None) -> str:
+    """A saving and the true speedup it is: +20% (1.25x)."""
+    return NA if value is None else f"{value:+.0%} ({1.0 / (1.0 - value):.2f}x)"
+
+
+def print_power(plan: "PowerPlan") -> None:
+    """Each verdict's minimum detectable saving: the arms at the mix and on each class, the cells
+    as a range per arm; PREDICTED, with the noise it rests on."""
+    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)
+    table = Table(title=f"PREDICTED minimum detectable saving at {plan.power:.0%} power ({plan.history_sweeps} earlier "
+                  f"sweeps' noise pooled; {plan.baseline_server_lives} baseline server lives)", box=box.SIMPLE)
+    columns = ("verdict", "arm", "sampling", "adopts a true saving of at least", "rejects a true saving of at most")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("verdict", "arm", "sampling") else "right")
+    for kind, label in (("mix", "arm at the mix"), ("class", "class")):
+        for c in (c for c in plan.claims if c.kind == kind):
+            where = label if c.prompt_class is None else f"{label} {c.prompt_class}"
+            table.add_row(where, c.arm, c.sampling, _share(c.adopt_saving), _share(c.reject_saving))
+    for arm, sampling in dict.fromkeys((c.arm, c.sampling) for c in plan.claims if c.kind == "cell"):
+        cells = [c for c in plan.claims if c.kind == "cell" and (c.arm, c.sampling) == (arm, sampling)]
+        adopt = [c.adopt_saving for c in cells if c.adopt_saving is not None]
+        reject = [c.reject_saving for c in cells if c.reject_saving is not None]
+        if len(adopt) == len(cells) and adopt:
+            table.add_row(f"cells ({len(cells)})", arm, sampling, f"{_share(min(adopt))} to {_share(max(adopt))}",
+                          f"{_share(min(reject))} to {_share(max(reject))}")
+        else:
+            table.add_row(f"cells ({len(cells)})", arm, sampling, NA, NA)
+    out.print(table)
+    out.print(f"noise: floor {plan.tau:.1%}, {plan.noise_source}", highlight=False)
+    for note in plan.notes + sorted({c.why_none for c in plan.claims if c.why_none}):
+        out.print(f"note: {note}", highlight=False)
+
+
+def print_design(proposal: "DesignProposal") -> None:
+    """``--detect``: the design proposed, or the closest searched, with its predicted time and cost."""
+    from specfleet.planning.estimate import human_duration
+
+    out = console if console.is_terminal else Console(width=WIDE_COLUMNS)
+    head = (f"PREDICTED design that adopts a true {proposal.target_saving:.0%} saving at the mix at "
+            f"{proposal.power:.0%} power" if proposal.found else
+            f"[red]no design searched adopts a true {proposal.target_saving:.0%} saving at the mix at "
+            f"{proposal.power:.0%} power[/red]; the closest")
+    out.print(f"{head}: load.repeats {proposal.repeats}, load.requests_per_cell {proposal.requests_per_cell}, "
+              f"analysis.baseline_server_lives {proposal.baseline_server_lives}: minimum detectable saving at the "
+              f"mix {_share(proposal.mix_adopt_saving)}, on one class {_share(proposal.class_adopt_saving)}; "
+              f"{human_duration(proposal.wall_s)}, {proposal.accelerator_hours:,.2f} accel-h, "
+              f"${proposal.cost_usd:,.2f} ({proposal.searched} designs searched)")
+    for note in proposal.notes:
         out.print(f"note: {note}", highlight=False)
 
 

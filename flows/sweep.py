@@ -27,6 +27,7 @@ from specfleet.results.summary import SweepSummary, run_status
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
 from tasks.cluster.session import ray_session
+from tasks.engine.noise_records import record_sweep_noise
 from tasks.plan.budget import cell_budget
 from tasks.plan.sweep_plan import POLICY_STAGE
 from tasks.report.markdown import summary_markdown
@@ -87,6 +88,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
             summary = summary.model_copy(update={"notes": [*summary.notes, tracker.offline]})
         markdown = summary_markdown(summary)
         plan.store.write_json(SUMMARY_FILE, summary)
+        record_sweep_noise(plan.store.dir)  # what the next plan's power reads
         atomic_write_text(plan.store.dir / SUMMARY_MARKDOWN, markdown)
         publish_prefect_artifacts(summary, markdown)
         finished = summary

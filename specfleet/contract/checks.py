@@ -42,6 +42,11 @@ class AnalysisSpec(ContractModel):
         0, ge=0, description="Earlier finished sweeps of the same config and fingerprint (models, engine, hardware) "
         "whose repeated cells are pooled into the run-to-run noise estimate, newest first: a nightly learns its "
         "noise over the nights instead of from one night's baseline pairs. 0: this sweep's own only.")
+    baseline_server_lives: PositiveInt | None = Field(
+        None, description="Server lives the opening baseline is split over at least (one after another where fewer "
+        "arms run at once): each life re-measures the previous one's first cell, so more lives give the "
+        "server-to-server noise its degrees of freedom (`specfleet plan --detect` proposes a number). None: as many "
+        "as arms run at once.")
     min_coverage: float = Field(
         1.0, gt=0, le=1, description="Share of the traffic mix a verdict's measured cells must carry to be "
         "adoptable; below it the verdict is PARTIAL and never adopted.")

@@ -51,6 +51,10 @@ def baseline_replicas(config: SweepConfig, phase: Literal["main", "baseline_end"
     the opening baseline runs on at least two server lives (one after the other on a single node):
     the k policy is derived before the closing baseline, and without two server lives of one
     configuration no interval states a confidence (``specfleet.stats.variance``), so no k could be
-    adopted and there would be no policy to measure."""
+    adopted and there would be no policy to measure. ``analysis.baseline_server_lives`` raises the
+    opening's lives further."""
     replicas = slots(config)[0]
-    return max(POLICY_OPENING_LIVES, replicas) if phase == "main" and config.measures_policy else replicas
+    if phase != "main":
+        return replicas
+    least = max(POLICY_OPENING_LIVES if config.measures_policy else 1, config.analysis.baseline_server_lives or 1)
+    return max(least, replicas)

@@ -37,6 +37,8 @@ class Detectable:
     adopt_speedup: float
     reject_speedup: float
     power: float
+    se: float
+    """The claim's standard error (log scale) the figures rest on."""
 
     @property
     def adopt_saving(self) -> float:
@@ -81,7 +83,7 @@ def detectable(se: float, df: float, low_critical: float, high_critical: float, 
     return Detectable(
         adopt_speedup=math.exp(detectable_log_ratio(se, df, low_critical, break_even, power, "adopt")),
         reject_speedup=math.exp(detectable_log_ratio(se, df, high_critical, break_even, power, "reject")),
-        power=power)
+        power=power, se=se)
 
 
 def detectable_of(result: ClaimResult, power: float = POWER) -> Detectable | None:

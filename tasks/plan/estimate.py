@@ -5,6 +5,7 @@ import functools
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -195,19 +196,40 @@ def calibrated_timing(sweep: StoredSweep, prior: PriorTiming, history: Sequence[
         history_after_stages_s=[other.after_stages_s for other in history if other.after_stages_s])
 
 
-def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: str | None,
-                        results_dir: Path) -> tuple[SweepTimes, list[str]]:
-    """The plan of CONFIG, on the prior or calibrated on ``from_sweep``; with the timing's notes."""
+@dataclass(frozen=True)
+class PlanInputs:
+    """What a plan of CONFIG is computed from: the config, its timing and its scored sets' sizes."""
+
+    config: SweepConfig
+    prior: PriorTiming
+    timing: PriorTiming | CalibratedTiming
+    scored: dict[str, int]
+
+    def estimate(self, config: SweepConfig, budget_s: float | None = None) -> SweepTimes:
+        """The plan of ``config`` (this one, or a variant of its design) on the same timing."""
+        return estimate_sweep(self.timing, config, self.scored, budget_s)
+
+
+def plan_inputs(config_path: Path, from_sweep: str | None, results_dir: Path) -> PlanInputs:
+    """CONFIG with its timing, on the prior or calibrated on ``from_sweep``."""
     config = load_sweep_config(config_path)
-    if budget_s is None and config.budget is not None:  # the flag wins over the config's block
-        budget_s = float(config.budget.duration_s)
     base_dir = config_base_dir(config_path)
     scored = {name: len(s.items) for name, s in load_scored_sets(config, base_dir).items() if s is not None}
     prior = prior_timing(config, base_dir)
     timing: PriorTiming | CalibratedTiming = prior
     if from_sweep is not None:
         timing = calibrated_timing(StoredSweep.find(from_sweep, results_dir), prior)
-    times = estimate_sweep(timing, config, scored, budget_s)
+    return PlanInputs(config, prior, timing, scored)
+
+
+def plan_sweep_estimate(config_path: Path, budget_s: float | None, from_sweep: str | None,
+                        results_dir: Path) -> tuple[SweepTimes, list[str]]:
+    """The plan of CONFIG, on the prior or calibrated on ``from_sweep``; with the timing's notes."""
+    inputs = plan_inputs(config_path, from_sweep, results_dir)
+    config, prior, timing = inputs.config, inputs.prior, inputs.timing
+    if budget_s is None and config.budget is not None:  # the flag wins over the config's block
+        budget_s = float(config.budget.duration_s)
+    times = inputs.estimate(config, budget_s)
     startup = prior.startup_estimate_note()
     notes = [*times.estimate.notes, *timing.notes, f"roofline: {prior.hardware.source}",
              *([startup] if startup else [])]

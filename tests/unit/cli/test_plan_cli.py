@@ -91,3 +91,50 @@ def test_a_quantization_the_prior_does_not_know_is_one_line_and_exit_2(tmp_path:
     result = runner.invoke(app, ["plan", str(bad)])
     assert result.exit_code == 2, result.output
     assert "quantization 'mxfp4'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_plan_states_each_verdicts_minimum_detectable_saving_and_where_its_noise_comes_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECFLEET_CACHE_DIR", str(tmp_path))  # nothing recorded: the stated prior
+    power = _plan(DEMO)["power"]
+    assert isinstance(power, dict) and power["predicted"] is True and power["noise_prior"] is True
+    kinds = [c["kind"] for c in power["claims"]]
+    assert kinds.count("mix") == 3 and kinds.count("class") == 9 and kinds.count("cell") == 18
+    assert all(0 < c["adopt_saving"] < 1 and c["reject_saving"] < 0 for c in power["claims"])
+    text = runner.invoke(app, ["plan", DEMO], env={"COLUMNS": "200"})
+    assert text.exit_code == 0 and "minimum detectable saving" in text.output and "PRIOR" in text.output
+
+
+def test_detect_proposes_a_design_with_its_time_and_cost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECFLEET_CACHE_DIR", str(tmp_path))
+    proposal = _plan(DEMO, "--detect", "60%")["detect"]
+    assert isinstance(proposal, dict) and proposal["found"] is True and proposal["mix_adopt_saving"] <= 0.6
+    assert proposal["wall_s"] > 0 and proposal["cost_usd"] > 0
+    hard = _plan(DEMO, "--detect", "5%")["detect"]
+    assert isinstance(hard, dict) and hard["found"] is False and hard["mix_adopt_saving"] > 0.05
+    assert any("no design searched" in note for note in hard["notes"])
+
+
+@pytest.mark.parametrize("value", ["150%", "abc", "0"])
+def test_a_bad_detect_is_one_line_and_exit_2(value: str) -> None:
+    result = runner.invoke(app, ["plan", DEMO, "--detect", value])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "--detect" in result.output
+
+
+def test_the_plan_reads_this_machines_recorded_noise_for_the_same_models(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specfleet.stats.variance import RunNoise
+    from tasks.engine.noise_records import record_noise
+    from tasks.plan.config import load_sweep_config
+
+    monkeypatch.setenv("SPECFLEET_CACHE_DIR", str(tmp_path))
+    noise = RunNoise(metric="qualified_tokens_per_s", identified="both", server_var=0.0004, run_var=0.0021, runs=40,
+                     groups=20, servers=10, relative_sd=0.05, relative_sd_low=None, relative_sd_high=None,
+                     confidence=0.95, source="test")
+    record_noise(load_sweep_config(Path(DEMO)), "earlier-demo", noise)
+    power = _plan(DEMO)["power"]
+    assert isinstance(power, dict) and power["noise_prior"] is False and "earlier-demo" in power["noise_source"]
+    assert power["tau"] == pytest.approx(0.05)
+    prior = _plan(H200)["power"]  # other models: nothing recorded for them
+    assert isinstance(prior, dict) and prior["noise_prior"] is True

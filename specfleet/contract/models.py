@@ -2,9 +2,20 @@
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from specfleet.contract.base import ContractModel
+
+STANDIN_ENGINE_ENV = "SPECFLEET_STANDIN_ENGINE"
+"""Set in the orchestrator's environment by a test of orchestration, it starts every arm on the
+stand-in engine (``tasks/engine/standin.py``) instead of vLLM; no config may set it."""
+
+
+def refuse_standin(env: dict[str, str]) -> dict[str, str]:
+    """A config's server environment never selects the stand-in engine."""
+    if STANDIN_ENGINE_ENV in env:
+        raise ValueError(f"{STANDIN_ENGINE_ENV} selects the test-only stand-in engine; a config cannot set it")
+    return env
 
 
 class ModelRef(ContractModel):
@@ -55,6 +66,8 @@ class EngineSpec(ContractModel):
     max_restarts: NonNegativeInt = Field(
         1, description="Restarts of an arm's server that died mid-sweep, for the arm's remaining cells."
     )
+
+    _no_standin = field_validator("env")(refuse_standin)
 
 
 class HardwareSpec(ContractModel):

@@ -4,11 +4,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from specfleet.contract import CellIdentity, arm_plans, cell_identities, parse_sweep_config
 from specfleet.contract.fingerprint import Fingerprint
+from specfleet.contract.models import STANDIN_ENGINE_ENV
 from specfleet.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -161,3 +163,12 @@ def test_the_baseline_takes_no_synthetic_acceptance() -> None:
     text = DEMO.replace("{name: baseline, method: baseline}",
                         "{name: baseline, method: baseline, synthetic_acceptance: {acceptance_length: 2.0}}")
     assert "no speculative settings" in _error(text)
+
+
+@pytest.mark.parametrize("where", ["engine", "arm"])
+def test_no_config_selects_the_stand_in_engine(where: str) -> None:
+    data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
+    section = data["engine"] if where == "engine" else data["arms"][0]
+    section["env"] = {STANDIN_ENGINE_ENV: "1"}
+    with pytest.raises(InputError, match=f"env.*{STANDIN_ENGINE_ENV} selects the test-only stand-in engine"):
+        parse_sweep_config(yaml.safe_dump(data), "sweep.yaml")

@@ -196,7 +196,9 @@ def run_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     and the cache holding the start-ups the budget is planned on (``record_timing``)."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "fixtures").symlink_to(default_cache_root() / "fixtures", target_is_directory=True)
+    for shared in ("fixtures", "engine-features"):  # the fixture models, what the engine was read to accept
+        (default_cache_root() / shared).mkdir(parents=True, exist_ok=True)
+        (cache / shared).symlink_to(default_cache_root() / shared, target_is_directory=True)
     env = standin_env(step_ms=20) | {"SPECFLEET_CACHE_DIR": str(cache)}
     for name, value in env.items():
         monkeypatch.setenv(name, value)

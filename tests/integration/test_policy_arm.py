@@ -1,17 +1,21 @@
-"""The k policy measured as an arm: ``specfleet sweep`` with ``policy: {measure: true}`` derives,
-after its fixed-k arm and before its closing baseline, the policy vLLM's proposed tuner
-(vllm#49163) would deploy for the draft arm, starts a server with it and decides on it like any
-arm; beside it runs an adaptive arm that sets its own ``num_speculative_tokens_per_batch_size``.
-Both servers' schedules are read back from the arguments the sweep stored.
+"""The k policy measured as an arm (issue 33), on real vLLM CPU servers with the fixture models:
+``specfleet sweep`` with ``policy: {measure: true}`` derives, after its fixed-k arm and before
+its closing baseline, the policy vLLM's proposed tuner (vllm#49163) would deploy for the draft
+arm, starts a server with it and decides on it like any arm; beside it runs an adaptive arm that
+sets its own ``num_speculative_tokens_per_batch_size``. Both servers' schedules are read back from
+the arguments the sweep stored and from vLLM's own "non-default args" log line.
 
-The sweep is orchestration (stages, the derived arm, its verdicts beside the composed ones), so
-its arms run on the stand-in engine (``tasks/engine/standin.py``): a draft at k=2 accepted at 0.7
-per position emits about twice the baseline's tokens per 20 ms step, so the tuner, which ranks
-medians of repeated runs (three per level and k), has a schedule to choose whatever the machine's
-noise. That the schedule reaches vLLM, and vLLM takes it, is checked on a real vLLM CPU server
-started with the adaptive arm's arguments: its own "non-default args" log line. Adaptive
-verification cannot run on the CPU build (its V1 runner refuses it, V2 needs Triton): that arm
-exits 2 at plan time, a unit test shows."""
+vLLM's tuner, not specfleet's rule, chooses the policy here: on a sweep this small on one CPU
+node specfleet's rule adopts no k (its intervals include the noise of a handful of server
+lives), so its policy is the baseline itself and there is nothing to start. The tuner ranks
+medians of repeated runs (three per level and k). The target is the benchmarks' wide fixture
+(``tasks/fixtures/wide.py``: the same function, a step that reads 300 MB of weights), on which
+the draft arm at k=2 measured 1.22-1.65x the baseline at concurrency 1 and 2 with this config on a
+2-core AMD EPYC (docs/measurement.md, "The measured k policy"), so the tuner has a
+schedule to measure whatever the machine's noise. On the small fixture target the draft gains
+nothing there (its step is vLLM's overhead; a CI run measured it 3 to 10 % slower, 2026-12-05)
+and the policy came out as the baseline. Adaptive verification cannot run on the CPU build (its V1
+runner refuses it, V2 needs Triton): that arm exits 2 at plan time, a unit test shows."""
 
 import ast
 import json
@@ -24,19 +28,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specfleet.contract import arm_plans
 from specfleet.contract.arms import SCHEDULE_KEY
-from specfleet.contract.server_args import server_args, server_env
 from specfleet.results.summary import SweepSummary
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer
-from tasks.plan.config import load_sweep_config
 from tasks.store.sweep import POLICY_FILE, StoredSweep
 from tests.integration.services import PrefectServer
-from tests.integration.sweep_configs import BASELINE_ARM, standin_env, tiny_sweep_config
+from tests.integration.sweep_configs import BASELINE_ARM, tiny_sweep_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DYNAMIC_SCHEDULE = [[1, 1, 2], [2, 16, 1]]
 ARMS = [BASELINE_ARM, {"name": "draft", "method": "draft_model", "k": [2]},
@@ -55,6 +53,7 @@ def _config(root: Path) -> Path:
                                        "peak_demand_tokens_per_s": 100_000})
     data = yaml.safe_load(path.read_text())
     data["load"]["repeats"] = 3  # the tuner's minimum
+    data["models"]["target"]["path"] = "fixture:target-wide"
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -62,8 +61,7 @@ def _config(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def policy_sweep(tmp_path_factory: pytest.TempPathFactory, prefect_api: PrefectServer) -> tuple[StoredSweep, str]:
     root = tmp_path_factory.mktemp("policy")
-    env = ({k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_"))} | prefect_api.env
-           | standin_env(step_ms=20))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_"))} | prefect_api.env
     command = [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", str(_config(root)),
                "--results-dir", str(root / "results"), "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}"]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=1100, check=False)
@@ -93,6 +91,7 @@ def test_the_derived_policy_runs_on_its_own_server_with_its_schedule(policy_swee
     stored = summary.server_args.speculative["draft-policy"]
     passed = json.loads(stored[stored.index("--speculative-config") + 1])
     assert passed[SCHEDULE_KEY] == schedule and passed["num_speculative_tokens"] == 2
+    assert _logged_speculative_config(sweep.dir / "logs" / "draft-policy.log")[SCHEDULE_KEY] == schedule
     cells = [c for c in sweep.cells if c.identity.arm == "draft-policy"]
     assert len(cells) == 2 * 3 and all(c.identity.schedule == tuple(map(tuple, schedule)) for c in cells)
     assert {c.identity.load_value for c in cells} == {1.0, 2.0}
@@ -129,21 +128,6 @@ def test_an_adaptive_arm_starts_with_its_schedule_and_is_no_policy_candidate(
     assert summary is not None and summary.server_args is not None
     stored = summary.server_args.speculative["dynamic-k2"]
     assert json.loads(stored[stored.index("--speculative-config") + 1])[SCHEDULE_KEY] == DYNAMIC_SCHEDULE
+    assert _logged_speculative_config(sweep.dir / "logs" / "dynamic-k2.log")[SCHEDULE_KEY] == DYNAMIC_SCHEDULE
     assert all(c.identity.schedule is not None for c in sweep.cells if c.identity.arm == "dynamic-k2")
     assert {r.specfleet.spec_name for r in summary.k_policy} == {"draft"}
-
-
-@pytest.mark.vllm
-def test_the_schedule_reaches_vllm(tmp_path: Path, fixture_models: dict[str, str]) -> None:
-    """The adaptive arm's server, started as the sweep starts it (``server_args``), on real vLLM:
-    vLLM's own log shows the schedule it took, and the server answers under it."""
-    config = load_sweep_config(_config(tmp_path))
-    arm = next(a for a in arm_plans(config) if a.arm == "dynamic-k2")
-    port = free_port()
-    args = server_args(config.engine, config.models.target, arm, fixture_models, port, SERVED_MODEL_NAME)
-    log = tmp_path / "dynamic-k2.log"
-    with ArmServer(args, server_env(config.engine, arm), "127.0.0.1", port, log,
-                   config.engine.startup_timeout_s) as server, server.endpoint(SERVED_MODEL_NAME).client(120) as client:
-        body = {"model": SERVED_MODEL_NAME, "prompt": "def add(a, b):", "max_tokens": 8, "temperature": 0}
-        assert client.post("/v1/completions", json=body).json()["usage"]["completion_tokens"] == 8
-    assert _logged_speculative_config(log)[SCHEDULE_KEY] == DYNAMIC_SCHEDULE

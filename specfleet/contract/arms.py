@@ -3,9 +3,10 @@
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import Field, JsonValue, PositiveInt, model_validator
+from pydantic import Field, JsonValue, PositiveInt, field_validator, model_validator
 
 from specfleet.contract.base import ContractModel
+from specfleet.contract.models import refuse_standin
 
 SpecMethod = Literal["draft_model", "ngram", "eagle", "eagle3", "mtp", "suffix"]
 Method = Literal["baseline", "draft_model", "ngram", "eagle", "eagle3", "mtp", "suffix"]
@@ -110,6 +111,7 @@ class ArmSpec(ContractModel):
     env: dict[str, str] = Field(
         default_factory=dict, description="Server environment for this arm only."
     )
+    _no_standin = field_validator("env")(refuse_standin)
     synthetic_acceptance: SyntheticAcceptance | None = Field(
         None, description="Calibration only: the engine accepts drafts at this rate (SYNTHETIC, never decided on).")
     policy_of: str | None = Field(

@@ -8,6 +8,16 @@ from specfleet.contract.base import ContractModel
 
 SPECULATIVE_CONFIG_FLAGS = ("--speculative-config", "-sc")
 """vLLM's flag for speculation (dotted forms too: ``--speculative-config.method``): each arm sets its own."""
+STANDIN_ENGINE_ENV = "SPECFLEET_STANDIN_ENGINE"
+"""Set in the orchestrator's environment by a test of orchestration, it starts every arm on the
+stand-in engine (``tasks/engine/standin.py``) instead of vLLM; no config may set it."""
+
+
+def refuse_standin(env: dict[str, str]) -> dict[str, str]:
+    """A config's server environment never selects the stand-in engine."""
+    if STANDIN_ENGINE_ENV in env:
+        raise ValueError(f"{STANDIN_ENGINE_ENV} selects the test-only stand-in engine; a config cannot set it")
+    return env
 
 
 class ModelRef(ContractModel):
@@ -74,6 +84,8 @@ class EngineSpec(ContractModel):
                 raise ValueError(f"{arg.split('=', 1)[0]} would override every arm's speculation (the baseline's "
                                  "too): set speculation in arms")
         return args
+
+    _no_standin = field_validator("env")(refuse_standin)
 
 
 class HardwareSpec(ContractModel):

@@ -26,6 +26,7 @@ from specfleet.stats.equivalence import planned_samples_per_prompt, sample_seeds
 from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow, find_counter
 from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
+from tasks.engine.engines import arm_engine
 from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError, log_tail
@@ -139,7 +140,7 @@ def _server(config: SweepConfig, arm: ArmPlan, resolved: dict[str, str], log_pat
     return ArmServer(
         args, arm_server_env(config.engine, arm), config.engine.host, port, log_path,
         config.engine.startup_timeout_s, config.engine.stop_grace_s, api_key(config),
-        Path(config.engine.ca_bundle) if config.engine.ca_bundle else None,
+        Path(config.engine.ca_bundle) if config.engine.ca_bundle else None, arm_engine(),
     )
 
 

@@ -4,11 +4,11 @@ version and cached, so an upgrade reads it again."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from specfleet.contract.matrix import ArmPlan
-from specfleet.contract.server_args import SERVER_MODULE, accepts_per_request_spec_metrics
+from specfleet.contract.server_args import accepts_per_request_spec_metrics
+from tasks.engine.engines import arm_engine
 from tasks.fixtures.build import default_cache_root
 from tasks.plan.versions import engine_distribution
 from tasks.store.results import atomic_write_text
@@ -20,7 +20,7 @@ PER_REQUEST_KEY = "per_request_spec_decode_metrics"
 def _server_help() -> str | None:
     """The server's ``--help``, or None when it could not be read (then nothing is cached)."""
     try:
-        done = subprocess.run([sys.executable, "-m", SERVER_MODULE, "--help"], capture_output=True, text=True,
+        done = subprocess.run(arm_engine().command(["--help"]), capture_output=True, text=True,
                               timeout=HELP_TIMEOUT_S, check=False)
     except (subprocess.TimeoutExpired, OSError):
         return None

@@ -22,7 +22,7 @@ from types import TracebackType
 
 import httpx
 
-from specfleet.contract.server_args import SERVER_MODULE
+from tasks.engine.engines import VLLM, ServerEngine
 from tasks.loadgen.endpoint import ServerEndpoint
 from tasks.plan.versions import engine_distribution
 
@@ -99,8 +99,10 @@ class ArmServer:
         stop_grace_s: float = 20.0,
         api_key: str | None = None,
         ca_bundle: Path | None = None,
+        engine: ServerEngine = VLLM,
     ) -> None:
         self.args = args
+        self.engine = engine
         self.env = dict(env)
         self.host = host
         self.port = port
@@ -158,7 +160,7 @@ class ArmServer:
         with self.log_path.open("ab") as log:
             self._log_offset = log.tell()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", SERVER_MODULE, *self.args],
+                self.engine.command(self.args),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, start_new_session=True, preexec_fn=_terminate_with_parent,
             )
@@ -181,7 +183,7 @@ class ArmServer:
                 assert self.process is not None
                 code = self.process.poll()
                 if code is not None:
-                    what = f"vLLM server exited with code {code} before becoming healthy"
+                    what = f"{self.engine.label} exited with code {code} before becoming healthy"
                     raise ArmStartError(start_failure(what, self.log_path, self._log_offset))
                 try:
                     if client.get("/health").status_code == 200:
@@ -189,7 +191,7 @@ class ArmServer:
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.5)
-        raise ArmStartError(start_failure(f"vLLM server not healthy within {self.startup_timeout_s:.0f}s",
+        raise ArmStartError(start_failure(f"{self.engine.label} not healthy within {self.startup_timeout_s:.0f}s",
                                           self.log_path, self._log_offset))
 
     def stop(self) -> None:

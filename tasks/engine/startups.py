@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from specfleet.contract import ArmPlan, SweepConfig
-from specfleet.contract.server_args import SERVER_MODULE
+from tasks.engine.engines import arm_engine
 from tasks.fixtures.build import default_cache_root
 from tasks.plan.versions import engine_distribution
 from tasks.store.results import atomic_write_text
@@ -105,7 +105,7 @@ def engine_import_s(cache_root: Path | None = None) -> float | None:
         pass
     started = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-c", f"import {SERVER_MODULE}"], capture_output=True,
+        done = subprocess.run([sys.executable, "-c", f"import {arm_engine().module}"], capture_output=True,
                               timeout=IMPORT_TIMEOUT_S, check=False)
     except (subprocess.TimeoutExpired, OSError):
         return None
@@ -114,7 +114,7 @@ def engine_import_s(cache_root: Path | None = None) -> float | None:
     import_s = time.perf_counter() - started
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"module": SERVER_MODULE, "import_s": round(import_s, 3)}) + "\n")
+        atomic_write_text(path, json.dumps({"module": arm_engine().module, "import_s": round(import_s, 3)}) + "\n")
     except OSError:
         pass
     return import_s

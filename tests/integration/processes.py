@@ -1,5 +1,5 @@
-"""Finding the processes a test started: vLLM servers and engines, and anything marked by an
-environment variable."""
+"""Finding the processes a test started: vLLM servers and engines (and stand-in engines), and
+anything marked by an environment variable."""
 
 import contextlib
 import os
@@ -8,21 +8,22 @@ import time
 import httpx
 import psutil
 
-from specfleet.contract.server_args import SERVER_MODULE
+from tasks.engine.engines import STANDIN, VLLM
 
 
 def engine_processes() -> list[psutil.Process]:
-    """Every vLLM API server or engine core process on this machine."""
+    """Every vLLM API server or engine core process, or stand-in engine, on this machine."""
     found = []
     for proc in psutil.process_iter(["cmdline", "name"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if SERVER_MODULE in cmdline or (proc.info["name"] or "").startswith(("VLLM::", "EngineCore")):
+        servers = (VLLM.module, STANDIN.module)
+        if any(m in cmdline for m in servers) or (proc.info["name"] or "").startswith(("VLLM::", "EngineCore")):
             found.append(proc)
     return found
 
 
 def new_server_serving(before: set[int], requests: int) -> psutil.Process | None:
-    """A vLLM API server not in ``before`` whose /metrics counts ``requests`` finished ones."""
+    """An arm's server not in ``before`` whose /metrics counts ``requests`` finished ones."""
     for proc in engine_processes():
         with contextlib.suppress(psutil.Error, httpx.HTTPError, ValueError):
             cmdline = proc.cmdline()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-from specfleet.contract.models import EngineSpec
+from specfleet.contract.models import STANDIN_ENGINE_ENV, EngineSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,6 +20,15 @@ def fast_start(engine: EngineSpec) -> EngineSpec:
     """``engine`` with the test servers' arguments and environment added."""
     return engine.model_copy(update={"extra_args": [*engine.extra_args, *TEST_ENGINE_ARGS],
                                      "env": engine.env | TEST_ENGINE_ENV})
+
+
+def standin_env(step_ms: float = 100.0, acceptance: float = 0.7) -> dict[str, str]:
+    """The environment that starts a sweep's arms on the stand-in engine (``tasks/engine/standin.py``):
+    for tests of orchestration, whose checks do not depend on what vLLM measures. A step of
+    ``step_ms`` (100 ms by default) keeps every cell seconds long, the margin a test that acts
+    while a cell runs (a signal, a killed node) has over its 0.2-0.3 s polls."""
+    return {STANDIN_ENGINE_ENV: f"step_ms={step_ms:g},acceptance={acceptance:g}"}
+
 
 BASELINE_ARM: dict[str, object] = {"name": "baseline", "method": "baseline"}
 NGRAM_ARM = {"name": "ngram", "method": "ngram", "k": [3], "prompt_lookup_min": 2, "prompt_lookup_max": 5}

@@ -5,11 +5,13 @@ sweep's own `ray_session`. Token authentication is off here (`RAY_AUTH_MODE=disa
 reads the mode once per process, and this driver shares its process with other tests.
 
 Placement and retry are first shown with light remote functions that carry the sweep's own
-resource request (`arm_resources`) and result shape (parsed by the sweep's `arm_report`): a
-vLLM arm per node would need two engines on two shared cores. Then a real sweep (the CLI,
-vLLM arms) runs on the cluster: its first arm is steered to node B (the head's arm slot is
-held), node B is killed while that arm's server is serving, and the sweep finishes with
-the arm retried on the head.
+resource request (`arm_resources`) and result shape (parsed by the sweep's `arm_report`). Then a
+real sweep (the CLI) runs on the cluster, its arms on the stand-in engine (`tasks/engine/standin.py`:
+what is checked is Ray's and the sweep's, not what vLLM measures; the nodes and the sweep inherit
+its selection): its first arm is steered to node B (the head's arm slot is held), node B is
+killed while that arm's server is serving (a cell of 8 requests of 16 tokens in 100 ms steps:
+about 13 s, against the 0.3 s poll that sees its first request done), and the sweep finishes
+with the arm retried on the head.
 
 Loopback only: Ray maps 127.0.0.1 to the machine's outward address, so the nodes
 advertise 127.0.0.2 and 127.0.0.3 (both loopback)."""
@@ -38,7 +40,7 @@ from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import ArmWork
 from tests.integration.processes import engine_processes, new_server_serving
 from tests.integration.services import PrefectServer
-from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, tiny_sweep_config
+from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, standin_env, tiny_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -128,7 +130,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         # Declare a lost node dead within seconds, not the default tens of seconds.
         "RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
         "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3",
-    }
+    } | standin_env()
     port, client_port = free_port(), free_port()
     made = Cluster(root, env, f"{HEAD_IP}:{port}", f"ray://{HEAD_IP}:{client_port}")
     try:
@@ -241,7 +243,7 @@ def hold_the_slot(started: str, release: str, timeout_s: float = 900.0) -> None:
 
 def _new_server_serving(before: set[int], sweep: subprocess.Popen[bytes], log: Path,
                         timeout_s: float = 600.0) -> psutil.Process:
-    """The first vLLM API server not in ``before`` that has answered a request."""
+    """The first arm server not in ``before`` that has answered a request."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert sweep.poll() is None, f"the sweep ended early:\n{log.read_text(errors='replace')[-4000:]}"
@@ -249,16 +251,14 @@ def _new_server_serving(before: set[int], sweep: subprocess.Popen[bytes], log: P
         if proc is not None:
             return proc
         time.sleep(0.3)
-    raise AssertionError("no vLLM server came up and served")
+    raise AssertionError("no arm server came up and served")
 
 
 def _runs_under(proc: psutil.Process, node: Node) -> bool:
     return node.process.pid in {p.pid for p in proc.parents()}
 
 
-@pytest.mark.vllm
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(600)
 def test_a_sweep_finishes_after_its_worker_node_is_lost(
     cluster: Cluster, driver: dict[str, Any], tmp_path: Path, fixture_models: dict[str, str],
     prefect_api: PrefectServer,
@@ -308,3 +308,4 @@ def test_a_sweep_finishes_after_its_worker_node_is_lost(
     cells = [json.loads(p.read_text()) for p in (results / "cells").glob("*.json")]
     assert summary["cells_complete"] == len(cells) == 3  # the baseline at the start and the end, ngram k=3
     assert all(cell["status"] == "ok" and cell["completed"] == 8 for cell in cells)
+    assert all(cell["engine_version"].endswith("+standin") for cell in cells)  # labelled, never taken for vLLM

@@ -11,6 +11,8 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
 from specfleet.contract import StochasticTestSpec
 from specfleet.gates.equivalence import PERMUTATIONS
 from specfleet.stats.equivalence import (
@@ -27,6 +29,8 @@ from tasks.plan.config import load_sweep_config
 from tasks.plan.prompt_sets import load_prompt_class
 from tests.integration.idle_servers import IdleServers
 from tests.integration.sweep_configs import ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
 CORRECTED_EXPAND = Path(__file__).parent / "corrected_expand"
 DEMO = load_sweep_config(ROOT / "configs" / "demo-cpu.yaml")

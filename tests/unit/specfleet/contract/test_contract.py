@@ -4,11 +4,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from specfleet.contract import CellIdentity, arm_plans, cell_identities, parse_sweep_config
 from specfleet.contract.fingerprint import Fingerprint
+from specfleet.contract.models import STANDIN_ENGINE_ENV
 from specfleet.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -216,3 +218,12 @@ def test_a_tensor_parallel_group_that_does_not_fit_the_node_names_the_field(
     message = _error(text)
     line = next(i for i, row in enumerate(text.splitlines(), 1) if row.strip().startswith(field.split(".")[1] + ":"))
     assert message.startswith(f"sweep.yaml:{line}: {field}: {expected}"), message
+
+
+@pytest.mark.parametrize("where", ["engine", "arm"])
+def test_no_config_selects_the_stand_in_engine(where: str) -> None:
+    data = yaml.safe_load((ROOT / "configs" / "demo-cpu.yaml").read_text())
+    section = data["engine"] if where == "engine" else data["arms"][0]
+    section["env"] = {STANDIN_ENGINE_ENV: "1"}
+    with pytest.raises(InputError, match=f"env.*{STANDIN_ENGINE_ENV} selects the test-only stand-in engine"):
+        parse_sweep_config(yaml.safe_dump(data), "sweep.yaml")

@@ -10,6 +10,7 @@ from specfleet.contract import arm_plans
 from specfleet.perfmodel.prior import CPU_DEFAULTS
 from specfleet.planning.timing import PriorTiming
 from tasks.engine import startups
+from tasks.engine.engines import ModuleEngine
 from tasks.engine.startups import (
     KEEP,
     _import_path,
@@ -86,10 +87,10 @@ def test_with_nothing_recorded_the_prior_counts_the_hosts_import_time_and_a_budg
 
 def test_the_import_is_timed_once_per_engine_version_and_a_failed_one_is_not_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(startups, "SERVER_MODULE", "specfleet_no_such_module")
+    monkeypatch.setattr(startups, "arm_engine", lambda: ModuleEngine("specfleet_no_such_module", "no server"))
     assert engine_import_s(tmp_path) is None and not _import_path(tmp_path).exists()
     engine_import_s.cache_clear()
-    monkeypatch.setattr(startups, "SERVER_MODULE", "json")
+    monkeypatch.setattr(startups, "arm_engine", lambda: ModuleEngine("json", "json"))
     measured = engine_import_s(tmp_path)
     assert measured is not None and measured > 0
     assert json.loads(_import_path(tmp_path).read_text())["module"] == "json"

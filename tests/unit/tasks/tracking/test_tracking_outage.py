@@ -55,6 +55,7 @@ def test_a_down_server_turns_logging_off_at_its_health_probe(stored_sweep: Sweep
     assert f"specfleet sync {plan.sweep_id}" in reason and "pw" not in reason
 
 
+@pytest.mark.integration  # each `specfleet sync` starts Prefect's embedded server: not the unit tier
 def test_sync_logs_a_stored_sweep_once(stored_sweep: SweepPlan, tmp_path: Path) -> None:
     plan = stored_sweep
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -125,11 +125,10 @@ ISSUE = re.compile(r"\bissue \d+", re.IGNORECASE)
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 MAX_DATES = 3
 README_MAX_CHARS, README_MAX_LINE = 12_000, 400
-NOT_YET_A_REFERENCE = {"testing.md"}  # rewritten on another branch; drop this once it lands
 
 
 def test_the_docs_name_no_sweep_id_issue_or_more_than_three_dates() -> None:
-    texts = {doc.name: doc.read_text(encoding="utf-8") for doc in DOCS if doc.name not in NOT_YET_A_REFERENCE}
+    texts = {doc.name: doc.read_text(encoding="utf-8") for doc in DOCS}
     assert SWEEP_ID.search("see `perfmodel-dense-wide-20261206T214928Z-e645`") and ISSUE.search("Issue 32:")
     assert {name: SWEEP_ID.findall(text) for name, text in texts.items() if SWEEP_ID.search(text)} == {}
     assert {name: ISSUE.findall(text) for name, text in texts.items() if ISSUE.search(text)} == {}

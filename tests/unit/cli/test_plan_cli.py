@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from tasks.plan.config import load_sweep_config
 from tests.support.sweep_data import stored_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -99,7 +100,9 @@ def test_the_plan_states_each_verdicts_minimum_detectable_saving_and_where_its_n
     power = _plan(DEMO)["power"]
     assert isinstance(power, dict) and power["predicted"] is True and power["noise_prior"] is True
     kinds = [c["kind"] for c in power["claims"]]
-    assert kinds.count("mix") == 3 and kinds.count("class") == 9 and kinds.count("cell") == 18
+    config = load_sweep_config(Path(DEMO))
+    assert kinds.count("mix") == 3 and kinds.count("class") == 9
+    assert kinds.count("cell") == 3 * len(config.prompt_classes) * len(config.load.concurrency)
     assert all(0 < c["adopt_saving"] < 1 and c["reject_saving"] < 0 for c in power["claims"])
     text = runner.invoke(app, ["plan", DEMO], env={"COLUMNS": "200"})
     assert text.exit_code == 0 and "minimum detectable saving" in text.output and "PRIOR" in text.output

@@ -433,7 +433,7 @@ class MixClaims:
                               baseline_cost_per_million_usd=None, candidate_cost_per_million_usd=None,
                               saving_fraction=None, pessimistic_saving_fraction=None, optimistic_saving_fraction=None,
                               noise_floor=noise, reason=_why_missing(chosen),
-                              verdict="reject" if measured else "inconclusive")
+                              verdict="reject" if measured and not _baseline_itself(chosen) else "inconclusive")
         _, base_tps, cand_tps = self.figures[result.claim.key]
         base, cand = _replicas_cost(hardware, base_tps), _replicas_cost(hardware, cand_tps)
         corrected = result.corrected
@@ -494,12 +494,18 @@ def _saving(hardware: HardwareSpec, base_tps: float, base_cost_usd: float, speed
     return 1.0 - _replicas_cost(hardware, base_tps * speedup)[1] / base_cost_usd
 
 
+def _baseline_itself(cells: Sequence[MixCell]) -> bool:
+    """A k policy with k = 0 at every load: the rule adopted no k anywhere, which is not a k shown not to
+    pay (its levels say which k are still undecided), so it is no negative result."""
+    return bool(cells) and all(c.k == 0 for c in cells)
+
+
 def _why_missing(cells: Sequence[MixCell]) -> str:
     """Why a selection with measured cells has no claim: a side without qualified tokens somewhere,
     or a k policy that turns speculation off at every load."""
     if not any(c.measured for c in cells):
         return "no measured cell"
-    if all(c.k == 0 for c in cells):
+    if _baseline_itself(cells):
         return "k = 0 at every load: the policy is the baseline itself, nothing to adopt"
     return "the speculative arm or the baseline has no SLO-qualified tokens in a measured cell of the mix"
 

@@ -553,8 +553,8 @@ def run_verdicts(console: Console, args: argparse.Namespace) -> int:
     return 0
 
 
-def _percent(share: float | None) -> float | None:
-    return None if share is None else round(100.0 * float(share), 1)
+def _percent(share: object) -> float | None:
+    return round(100.0 * float(share), 1) if isinstance(share, int | float) else None
 
 
 def _figure_name(goal: dict[str, Any]) -> str:

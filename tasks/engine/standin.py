@@ -301,7 +301,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ssl-keyfile")
     for name in ("--dtype", "--seed", "--tokenizer", "--revision", "--quantization", "--max-model-len",
                  "--max-num-seqs", "--gpu-memory-utilization", "--stream-interval", "--max-num-batched-tokens",
-                 "--block-size"):
+                 "--block-size", "--tensor-parallel-size"):
         parser.add_argument(name)
     for name in ("--enforce-eager", "--disable-log-requests", "--enable-prefix-caching",
                  "--no-enable-prefix-caching", "--disable-log-stats"):

@@ -66,8 +66,9 @@ def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
     cand, base = row["candidate_acceptance"], row["baseline_acceptance"]
     assert cand["value"] is not None and cand["value"] > 1.0  # ngram accepts some drafts on code
     # Without speculation vLLM sends no per-request figures; the client's estimate is one token per
-    # step unless a slow reader got steps merged into one chunk (1.05 once, while other work held the cores).
-    assert base["source"] == "client_estimate" and 1.0 <= base["value"] < cand["value"]
+    # step unless a slow reader got steps merged into one chunk, which depends on how busy the cores
+    # are (1.05 and 1.77 seen here), so only its source and its floor are checked.
+    assert base["source"] == "client_estimate" and base["value"] >= 1.0
     assert row["quality"]["items"] > 0  # code has a bundled scored set, answered by both
     assert result["arm"] == "ngram-k3" and row["break_even_acceptance"] > 0  # the sweep's, at c2
     assert "--speculative-config" not in result["rollback_server_args"]  # the speculation-off server

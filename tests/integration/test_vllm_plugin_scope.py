@@ -65,7 +65,8 @@ def servers(installed: Path, workdir: Path, fixture_models: dict[str, str],
     started: dict[str, ArmServer] = {}
     for kind, path in paths.items():
         port = free_port()
-        args = server_args(config.engine, config.models.target, plans[kind], fixture_models, port, SERVED_MODEL_NAME)
+        args = server_args(config.engine, config.models.target, plans[kind], fixture_models, port, SERVED_MODEL_NAME,
+                           tensor_parallel_size=1)
         env = server_env(config.engine, plans[kind]) | SERVER_ENV | {"PYTHONPATH": path}
         started[kind] = ArmServer(args, env, "127.0.0.1", port, logs / f"{kind}.log", config.engine.startup_timeout_s)
     try:

@@ -24,6 +24,10 @@ from specfleet.contract.base import RecordModel
 from specfleet.verdicts.power import POWER, detectable_of
 from specfleet.verdicts.rule import ClaimResult
 
+MAX_SCALE = 20
+"""Past this many times the sweep's measurement the words say the claim is out of reach rather than
+quote a first-order factor that, at one or two degrees of freedom, runs into the thousands."""
+
 
 class Detection(RecordModel):
     """A claim's power: the smallest true speedup and saving it adopts at ``power``, the largest
@@ -70,6 +74,11 @@ def _to_decide(result: ClaimResult, adopt_speedup: float, reject_speedup: float,
     factor = (reach / room) ** 2
     observed = saving_at(math.exp(log_est))
     effect = f"saving {observed:+.1%}" if observed is not None else f"speedup {math.exp(log_est):.3f}x"
+    if factor > MAX_SCALE:
+        return factor, (f"more than {MAX_SCALE}x this sweep's runs per cell, requests and baseline server lives "
+                        f"would be needed to {way} were the observed {effect} true: at this noise and design it "
+                        "is out of reach (a first-order figure, high where the degrees of freedom are few); "
+                        "`specfleet plan --detect` proposes a design for a stated saving")
     nights = max(math.ceil(factor) - 1, 1)
     return factor, (f"about {factor:.1f}x this sweep's runs per cell, requests and baseline server lives (with "
                     f"--continue, about {nights} more night{'s' if nights > 1 else ''} like this one) would {way} at "

@@ -2,6 +2,7 @@
 so Prefect is imported only by ``flows/`` (where the task wrappers live) and the CLI."""
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,23 +42,34 @@ def _module_path(name: str) -> Path | None:
     return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
 
 
+@cache
+def _project_imports(path: Path) -> frozenset[tuple[str, Path]]:
+    """The project modules ``path`` names in its imports (each prefix of a dotted name), with their files:
+    parsed once per file, however many deciders reach it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        for module in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+            module_path = _module_path(module)
+            if module_path is not None:
+                found.add((module, module_path))
+    return frozenset(found)
+
+
 def _reaches(start: Path) -> set[str]:
     """Every project module ``start`` imports, directly or through others (packages' ``__init__`` included)."""
     seen: set[str] = set()
     todo = [start]
     while todo:
-        tree = ast.parse(todo.pop().read_text(encoding="utf-8"))
-        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
-        for name in names:
-            parts = name.split(".")
-            for module in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
-                path = _module_path(module)
-                if path is not None and module not in seen:
-                    seen.add(module)
-                    todo.append(path)
+        for module, path in _project_imports(todo.pop()):
+            if module not in seen:
+                seen.add(module)
+                todo.append(path)
     return seen
 
 

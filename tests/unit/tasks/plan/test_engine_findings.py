@@ -3,6 +3,7 @@ stored with the sweep, and carried by every sampled result of a speculative arm.
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -16,6 +17,7 @@ from specfleet.gates.engine_findings import (
     cpu_expand_outcome,
 )
 from tasks.analysis.summary import aggregate
+from tasks.plan import engine_check
 from tasks.plan.engine_check import engine_checks
 from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, plan_sweep
 from tasks.plan.versions import engine_distribution
@@ -35,7 +37,8 @@ def test_the_reproducers_output_reads_as_the_engine_behaves() -> None:
     assert cpu_expand_outcome("")[0] == "not_run"
 
 
-def test_the_check_runs_on_the_installed_engine_once_per_version(tmp_path: Path) -> None:
+def test_the_check_runs_on_the_installed_engine_once_per_version(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     engine, version = engine_distribution()
     fingerprint = Fingerprint(target=None, tokenizer=None, engine=engine, engine_version=version)
     assert engine_checks(fingerprint, on_cpu=False, cache_root=tmp_path) == []  # a GPU build runs Triton
@@ -46,8 +49,17 @@ def test_the_check_runs_on_the_installed_engine_once_per_version(tmp_path: Path)
     [cached_file] = (tmp_path / "engine-checks").iterdir()
     cached_file.write_text(check.model_copy(update={"detail": "from the cache"}).model_dump_json())
     assert engine_checks(fingerprint, on_cpu=True, cache_root=tmp_path)[0].detail == "from the cache"
+    # The reproducer's run against the real engine is shown above; a second one (importing vLLM again,
+    # about 10 s of CPU) would show nothing more: what follows is whether a changed version runs it again.
+    runs: list[str] = []
+
+    def run_again() -> tuple[Literal["defect", "ok", "not_run"], str]:
+        runs.append("ran")
+        return check.outcome, "ran again"
+
+    monkeypatch.setattr(engine_check, "_run_cpu_expand", run_again)
     upgraded = fingerprint.model_copy(update={"engine_version": f"{version}.post1"})  # the engine part changed
-    assert engine_checks(upgraded, on_cpu=True, cache_root=tmp_path)[0].detail != "from the cache"  # runs again
+    assert engine_checks(upgraded, on_cpu=True, cache_root=tmp_path)[0].detail == "ran again" and runs == ["ran"]
     assert len(list((tmp_path / "engine-checks").iterdir())) == 2
 
 

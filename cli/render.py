@@ -9,17 +9,17 @@ from rich.console import Console
 from rich.table import Table
 
 from specfleet.contract.matrix import load_label
-from specfleet.planning.prediction import PREDICTED_LABEL
+from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from tasks.report.fmt import NA, speedup_range
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from specfleet.perfmodel.prediction import Bounds, Prediction
     from specfleet.planning.estimate import SweepEstimate
     from specfleet.planning.power import DesignProposal, PowerPlan
-    from specfleet.planning.prediction import Bounds, Prediction
     from specfleet.production.canary import AcceptanceFigure, CanaryResult
-    from specfleet.results.summary import SweepSummary
+    from specfleet.report.summary import SweepSummary
 
 console = Console()
 WIDE_COLUMNS = 160

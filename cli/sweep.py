@@ -11,7 +11,7 @@ from cli.output import print_json, stdout_to_stderr
 if TYPE_CHECKING:
     from flows.revalidate import Revalidation
     from flows.sync import SyncResult
-    from specfleet.results.summary import SweepSummary
+    from specfleet.report.summary import SweepSummary
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"

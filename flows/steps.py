@@ -9,7 +9,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from specfleet.results.summary import SweepSummary
+from specfleet.report.summary import SweepSummary
 from tasks.analysis import summary as _summary
 from tasks.cluster import stage as _stage
 from tasks.plan import sweep_plan as _sweep_plan

@@ -23,7 +23,7 @@ from rich.console import Console
 from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
 from flows.tracker import SweepTracker
 from specfleet.contract.arms import schedule_text
-from specfleet.results.summary import SweepSummary, run_status
+from specfleet.report.summary import SweepSummary, run_status
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
 from tasks.cluster.session import ray_session

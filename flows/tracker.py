@@ -8,8 +8,8 @@ from typing import TypeVar
 from flows.steps import log_cell_runs, log_sweep_summary, open_sweep_run
 from specfleet.contract import SweepConfig
 from specfleet.contract.fingerprint import Fingerprint
+from specfleet.report.summary import SweepSummary
 from specfleet.results import CellResult
-from specfleet.results.summary import SweepSummary
 from tasks.store.results import ResultsStore
 from tasks.tracking.runs import close_sweep_run, unreachable, use_short_http_retries
 

@@ -1,16 +1,16 @@
-"""The sweep's typed summary (``specfleet.results.summary.SweepSummary``): the analysis of its stored
+"""The sweep's typed summary (``specfleet.report.summary.SweepSummary``): the analysis of its stored
 cells (``tasks.store.sweep.StoredSweep.analyse``), its arms' time accounts, and the cells a budget did not
-start beside their predictions (``specfleet.perfmodel.unmeasured``, PREDICTED, never in a decision)."""
+start beside their predictions (``specfleet.planning.unmeasured``, PREDICTED, never in a decision)."""
 
 from collections.abc import Mapping, Sequence
 
 from specfleet.contract.server_args import deployment_args
 from specfleet.errors import InputError
 from specfleet.measure.acceptance import class_acceptance
-from specfleet.perfmodel import calibrate
-from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
+from specfleet.perfmodel.calibrate import calibrate
+from specfleet.planning.unmeasured import CalibrationSource, not_measured_cells
+from specfleet.report.summary import ArmSummary, SweepSummary
 from specfleet.results import CellResult, RequestRecord
-from specfleet.results.summary import ArmSummary, SweepSummary
 from specfleet.verdicts.table import decision_rows, negative_cells
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.cluster.stage import ArmReport

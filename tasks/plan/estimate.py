@@ -12,8 +12,8 @@ import numpy as np
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
-from specfleet.perfmodel import Calibration, calibrate
 from specfleet.perfmodel.architectures import KNOWN_CONFIGS
+from specfleet.perfmodel.calibrate import Calibration, calibrate
 from specfleet.perfmodel.prior import (
     ACCELERATORS,
     CPU_DEFAULTS,
@@ -26,12 +26,12 @@ from specfleet.perfmodel.prior import (
 from specfleet.planning.estimate import SweepTimes, estimate_sweep, stage_wall_s
 from specfleet.planning.replicas import slots
 from specfleet.planning.timing import ArmRecord, CalibratedTiming, PriorTiming
-from specfleet.results.summary import SweepSummary
+from specfleet.report.summary import SweepSummary
 from tasks.engine.startups import engine_import_s, recorded_startups, startup_key, startup_note
-from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir
 from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
+from tasks.store.config import load_sweep_config
 from tasks.store.sweep import StoredSweep
 
 CHARS_PER_TOKEN = 4.0

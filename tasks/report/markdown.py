@@ -6,7 +6,7 @@ gates, pointing at the HTML report for the figures; the report's summary also ca
 and predicted view's tables."""
 
 from specfleet.contract import arm_plans
-from specfleet.results.summary import SweepSummary
+from specfleet.report.summary import SweepSummary
 from tasks.report import fmt
 from tasks.report.content import ReportContent
 from tasks.report.headline import INCONCLUSIVE_TITLE, inconclusive_lines, mix_markdown, noise_lines

@@ -16,9 +16,9 @@ import numpy as np
 
 from specfleet.contract import CellIdentity, arm_plans, load_label
 from specfleet.errors import InputError
-from specfleet.perfmodel import Calibration, Prediction, PredictionQuery, Predictor, calibrate
-from specfleet.perfmodel.predict import QUICK_REQUESTS
-from specfleet.planning.prediction import PREDICTED_LABEL
+from specfleet.perfmodel.calibrate import Calibration, calibrate
+from specfleet.perfmodel.predict import QUICK_REQUESTS, PredictionQuery, Predictor
+from specfleet.perfmodel.prediction import PREDICTED_LABEL, Prediction
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
 from tasks.report import fmt

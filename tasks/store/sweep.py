@@ -26,8 +26,8 @@ from specfleet.gates.engine_findings import EngineCheck, EngineChecks
 from specfleet.gates.equivalence import ArmEquivalence, EquivalenceProbe
 from specfleet.gates.quality import QualityCheck, QualityProbe
 from specfleet.planning.not_measured import NotMeasuredCell
+from specfleet.report.summary import SweepSummary
 from specfleet.results import CellResult, RequestRecord
-from specfleet.results.summary import SweepSummary
 from specfleet.stats.quality import GateResult
 from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
@@ -39,7 +39,7 @@ from specfleet.verdicts.kpolicy import KPolicyReport
 from specfleet.verdicts.mix import MixVerdict
 from specfleet.verdicts.policy_arm import DerivedPolicies, PolicyComparison, with_policy_arms
 from specfleet.verdicts.table import DecisionRow, decision_rows, negative_cells
-from tasks.plan.config import load_sweep_config
+from tasks.store.config import load_sweep_config
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ProbeKind, probe_file
 

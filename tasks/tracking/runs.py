@@ -25,8 +25,8 @@ from specfleet.contract import SweepConfig
 from specfleet.contract.fingerprint import Fingerprint
 from specfleet.errors import InputError
 from specfleet.production.canary import CanaryResult
+from specfleet.report.summary import SweepSummary
 from specfleet.results import CellResult
-from specfleet.results.summary import SweepSummary
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.table import DecisionRow
 from tasks.arm.lifecycle import api_key
@@ -250,7 +250,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
 
 
 def close_sweep_run(uri: str, parent_id: str, status: str) -> None:
-    """End the parent run with ``status`` (``specfleet.results.summary.run_status`` says which)."""
+    """End the parent run with ``status`` (``specfleet.report.summary.run_status`` says which)."""
     MlflowClient(uri).set_terminated(parent_id, status)
 
 

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from specfleet.contract.arms import SCHEDULE_KEY
-from specfleet.results.summary import SweepSummary
+from specfleet.report.summary import SweepSummary
 from tasks.store.sweep import POLICY_FILE, StoredSweep
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, tiny_sweep_config

@@ -38,14 +38,14 @@ from flows.revalidate import EVENT
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.planning.budget import cell_cost_s
 from specfleet.production.canary import VERDICT_EVENT
+from specfleet.report.summary import SweepSummary
 from specfleet.results import CellResult
-from specfleet.results.summary import SweepSummary
 from tasks.engine.server import log_tail
 from tasks.engine.startups import record_startup, recorded_startups, startup_key
 from tasks.fixtures.build import default_cache_root
 from tasks.plan.budget import cell_budget
-from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import plan_sweep
+from tasks.store.config import load_sweep_config
 from tasks.store.results import MIRROR_ENV
 from tests.integration.processes import marked_processes
 from tests.integration.services import PrefectServer, service

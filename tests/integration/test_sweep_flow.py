@@ -18,7 +18,7 @@ from typer.testing import CliRunner, Result
 from cli.sweep import revalidate
 from flows.revalidate import EVENT, revalidate_flow
 from specfleet.gates.quality import QualityProbe
-from specfleet.results.summary import SweepSummary
+from specfleet.report.summary import SweepSummary
 from tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,

@@ -14,8 +14,8 @@ from specfleet.contract import CellIdentity
 from specfleet.gates.equivalence import EquivalenceProbe
 from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
 from specfleet.measure.metrics import assemble_cell
+from specfleet.report.summary import SweepSummary
 from specfleet.results import EnergyReading, SpecDecodeStats
-from specfleet.results.summary import SweepSummary
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tests.support.sweep_data import TOKENS, fake_models, records

@@ -16,7 +16,7 @@ from cli.output import stdout_to_stderr
 from cli.sweep import revalidate_json, sweep_json, sync_json
 from flows.revalidate import Revalidation
 from flows.sync import SyncResult
-from specfleet.results.summary import SweepSummary
+from specfleet.report.summary import SweepSummary
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 from tests.support.sweep_data import write_config
 

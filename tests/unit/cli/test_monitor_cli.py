@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.main import app
-from specfleet.results.summary import SweepSummary
+from specfleet.report.summary import SweepSummary
 from tasks.report.markdown import summary_markdown
 from tests.support.adopted_sweep import GAP_MS, AdoptedSweep, adopted_sweep
 

@@ -14,8 +14,8 @@ from cli.render import print_sweep_summary
 from specfleet.planning.budget import CellBudget, NotMeasured
 from specfleet.planning.estimate import estimate_sweep
 from specfleet.planning.timing import CalibratedTiming
+from specfleet.report.summary import SweepSummary, run_status
 from specfleet.results import ArmTiming
-from specfleet.results.summary import SweepSummary, run_status
 from tasks.analysis.summary import aggregate
 from tasks.arm.lifecycle import run_arm
 from tasks.cluster.stage import ArmReport

@@ -8,7 +8,7 @@ import pytest
 from cli.render import print_sweep_summary
 from specfleet.errors import InputError
 from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
-from specfleet.results.summary import SweepSummary, run_status
+from specfleet.report.summary import SweepSummary, run_status
 from specfleet.verdicts.table import DecisionRow
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep

@@ -26,9 +26,9 @@ from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
 from specfleet.gates.scored_set import ScoredSet
 from specfleet.measure.acceptance import NO_SERVER_FIGURES
 from specfleet.measure.metrics import assemble_cell
+from specfleet.report.summary import SweepSummary
 from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from specfleet.results.summary import SweepSummary
 from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
@@ -432,7 +432,7 @@ SENTINEL = re.compile(r"(?<![\w.,])7[78]\d,?\d{3}(?:\.\d+)?(?![\w])")
 def _with_sentinels(view: PredictedView) -> PredictedView:
     """The view with every predicted float replaced by a distinct number from 777001 up (no measured figure
     of this sweep comes near), so each one's place in the rendered text can be found."""
-    from specfleet.perfmodel import Prediction
+    from specfleet.perfmodel.prediction import Prediction
 
     counter = itertools.count(777_001)
 

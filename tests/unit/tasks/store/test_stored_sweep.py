@@ -24,10 +24,10 @@ from cli.main import app
 from specfleet.errors import InputError
 from specfleet.planning.timing import PriorTiming
 from tasks.canary.context import CanaryLoad, sweep_context
-from tasks.plan.config import load_sweep_config
 from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.report.content import build_content
 from tasks.report.markdown import render_markdown
+from tasks.store.config import load_sweep_config
 from tasks.store.sweep import SWEEP_FORMAT, StoredSweep
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 

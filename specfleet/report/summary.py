@@ -5,21 +5,21 @@ from typing import Literal
 
 from pydantic import Field
 
-from specfleet.measure.acceptance import ClassAcceptance
 from specfleet.contract.base import RecordModel
-from specfleet.verdicts.table import DecisionRow
-from specfleet.verdicts.cell import Decision
+from specfleet.contract.server_args import DeploymentArgs
 from specfleet.gates.engine_findings import EngineCheck
 from specfleet.gates.equivalence import ArmEquivalence
-from specfleet.verdicts.kpolicy import KPolicyReport
-from specfleet.verdicts.policy_arm import PolicyComparison
-from specfleet.verdicts.mix import MixVerdict
-from specfleet.planning.not_measured import NotMeasuredCell
 from specfleet.gates.quality import QualityCheck
+from specfleet.measure.acceptance import ClassAcceptance
+from specfleet.planning.not_measured import NotMeasuredCell
 from specfleet.results import ArmTiming
-from specfleet.contract.server_args import DeploymentArgs
 from specfleet.stats.quality import GateResult
 from specfleet.stats.variance import RunNoise
+from specfleet.verdicts.cell import Decision
+from specfleet.verdicts.kpolicy import KPolicyReport
+from specfleet.verdicts.mix import MixVerdict
+from specfleet.verdicts.policy_arm import PolicyComparison
+from specfleet.verdicts.table import DecisionRow
 
 
 class ArmSummary(RecordModel):

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from specfleet.planning.estimate import SweepEstimate
     from specfleet.planning.power import DesignProposal, PowerPlan
     from specfleet.production.canary import AcceptanceFigure, CanaryResult
-    from specfleet.report.summary import SweepSummary
+    from specfleet.report.sweep_report import SweepReport
 
 console = Console()
 WIDE_COLUMNS = 160
@@ -180,7 +180,7 @@ def print_design(proposal: "DesignProposal") -> None:
         out.print(f"note: {note}", highlight=False)
 
 
-def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
+def print_sweep_summary(summary: "SweepReport", mlflow_hint: str) -> None:
     """The verdict at the traffic mix first, then the cell decisions and the gates grouped by
     verdict and reason, and the k policy: one screen for the demo. Long lines are left to the
     terminal to wrap (``soft_wrap``), so a log keeps one line per statement. The per-cell cost table, the
@@ -238,7 +238,7 @@ def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
     out.print(f"MLflow UI: {mlflow_hint}", markup=False)
 
 
-def print_answer(summary: "SweepSummary") -> None:
+def print_answer(summary: "SweepReport") -> None:
     """The last word of the demo: each verdict's first line, the details being above and in the report."""
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)
     out.print("[bold]The answer at the traffic mix[/bold] (checks above, figures in the report)")

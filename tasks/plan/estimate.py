@@ -26,7 +26,7 @@ from specfleet.perfmodel.prior import (
 from specfleet.planning.estimate import SweepTimes, estimate_sweep, stage_wall_s
 from specfleet.planning.replicas import slots
 from specfleet.planning.timing import ArmRecord, CalibratedTiming, PriorTiming
-from specfleet.report.summary import SweepSummary
+from specfleet.report.sweep_report import SweepReport
 from tasks.engine.startups import engine_import_s, recorded_startups, startup_key, startup_note
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir
@@ -153,7 +153,7 @@ def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
                        notes=(*PriorTiming.notes, *notes, *([note] if note else [])))
 
 
-def arm_records(summary: SweepSummary | None, config: SweepConfig) -> list[ArmRecord]:
+def arm_records(summary: SweepReport | None, config: SweepConfig) -> list[ArmRecord]:
     """The arms' timing records of a stored sweep's summary (none while it runs)."""
     methods = {a.arm: a.method for a in arm_plans(config)}
     return [ArmRecord(arm=a.arm, method=methods.get(a.arm, ""), phase=a.phase, timing=a.timing)
@@ -172,7 +172,7 @@ def _calibration(sweep_dir: Path, stamp: tuple[tuple[str, int], ...], config_jso
     return calibrate(sweep.id, config, sweep.cells, sweep.records, seed=config.analysis.seed, overhead_ms=overhead_ms)
 
 
-def calibrated_timing(sweep: StoredSweep, prior: PriorTiming, history: Sequence[SweepSummary] = ()) -> CalibratedTiming:
+def calibrated_timing(sweep: StoredSweep, prior: PriorTiming, history: Sequence[SweepReport] = ()) -> CalibratedTiming:
     """The model calibrated on ``sweep``'s cells and records with its arms' timing records (no
     analysis: nothing here reads a gate or a decision); ``history``: the summaries of other recent
     sweeps of the config, for the budget's slowest start and longest aggregation."""

@@ -83,4 +83,5 @@ def _environment() -> Environment:
 
 
 def render_html(content: ReportContent) -> str:
-    return _environment().get_template(TEMPLATE).render(c=content, d=content.data, fig=draw(content))
+    return _environment().get_template(TEMPLATE).render(c=content, d=content.report, sweep=content.sweep,
+                                                                fig=draw(content))

@@ -6,7 +6,7 @@ gates, pointing at the HTML report for the figures; the report's summary also ca
 and predicted view's tables."""
 
 from specfleet.contract import arm_plans
-from specfleet.report.summary import SweepSummary
+from specfleet.report.sweep_report import SweepReport
 from tasks.report import fmt
 from tasks.report.content import ReportContent
 from tasks.report.headline import INCONCLUSIVE_TITLE, inconclusive_lines, mix_markdown, noise_lines
@@ -30,7 +30,7 @@ from tasks.report.tables import (
 )
 
 
-def summary_markdown(summary: SweepSummary) -> str:
+def summary_markdown(summary: SweepReport) -> str:
     """The sweep summary: counts, the verdict at the traffic mix, cost table, negative cells, k
     policy, overhead, gates, notes, then the failed cells and the cells the budget did not measure."""
     hardware = summary.cost_table[0].hardware if summary.cost_table else None
@@ -75,7 +75,7 @@ def summary_markdown(summary: SweepSummary) -> str:
     return "".join(parts)
 
 
-def server_args_lines(summary: SweepSummary) -> list[str]:
+def server_args_lines(summary: SweepReport) -> list[str]:
     """The adopted arms' server commands, then the speculation-off one (what a rollback restarts with)."""
     args = summary.server_args
     if args is None:
@@ -95,7 +95,7 @@ def _decision_lines(content: ReportContent) -> list[str]:
     header = ("prompt class", "verdict", "best arm (method, k)", "saving", "saving interval (corrected)",
               "speedup [corrected]", "comparisons", "reason", "cells adopted")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for v in content.verdicts:
+    for v in content.report.class_verdicts:
         f = v.figures
         if f is None or v.arm is None:
             lines.append(f"| {v.label} | {v.verdict} | {fmt.NA} | | | | | {v.reason} | |")
@@ -110,7 +110,7 @@ def _decision_lines(content: ReportContent) -> list[str]:
 
 def _policy_lines(content: ReportContent) -> list[str]:
     lines = ["", "## k policy (ready-to-paste vLLM speculative_config)", ""]
-    for v in content.verdicts:
+    for v in content.report.class_verdicts:
         lines += [f"**{v.label}**:", ""]
         if v.speculative_config:
             lines += ["```json", fmt.config_json(v.speculative_config), "```", ""]
@@ -127,13 +127,13 @@ def _policy_lines(content: ReportContent) -> list[str]:
 
 def _measurement_lines(content: ReportContent) -> list[str]:
     lines = ["", "## Equivalence", ""]
-    for arm in (p.arm for p in arm_plans(content.data.config) if not p.is_baseline):
-        results = content.data.gates.get(arm, [])
+    for arm in (p.arm for p in arm_plans(content.sweep.config) if not p.is_baseline):
+        results = content.report.gates.get(arm, [])
         gates = "; ".join(f"{g.gate} {'passed' if g.passed else 'FAILED'}: {g.detail}" for g in results)
         lines.append(f"- {arm}: {gates or fmt.NA + ' (no greedy result: the notes say why)'}")
-    if content.data.engine_checks:
-        lines += ["", "## Engine self-checks", "", *engine_check_lines(content.data.engine_checks)]
-    lines += ["", "## Held-out quality", "", *(f"- {gate_line(q.arm, q.gate())}" for q in content.data.quality)]
+    if content.report.engine_checks:
+        lines += ["", "## Engine self-checks", "", *engine_check_lines(content.report.engine_checks)]
+    lines += ["", "## Held-out quality", "", *(f"- {gate_line(q.arm, q.gate())}" for q in content.report.quality)]
     if content.read_together:
         lines += ["", "## Latency caveats", "", *(f"- {n}" for n in content.read_together)]
     lines += ["", "## KV capacity", ""]
@@ -172,17 +172,17 @@ def _diff_lines(content: ReportContent) -> list[str]:
 
 
 def render_markdown(content: ReportContent, html_name: str) -> str:
-    d = content.data
+    d, sweep = content.report, content.sweep
     lines = [
         f"# specfleet report: sweep {d.sweep_id}", "",
-        f"Config `{d.config.name}`, fingerprint `{d.fingerprint.digest}`, {len(d.cells)} stored cells; "
-        f"decisions from {d.decisions_source}. Figures: `{html_name}`. Generated {content.generated_at}.", "",
+        f"Config `{d.config_name}`, fingerprint `{d.fingerprint}`, {len(sweep.cells)} stored cells; "
+        f"decisions from {d.decided_by}. Figures: `{html_name}`. Generated {content.generated_at}.", "",
         mix_markdown(d.mix, per_class=True),
         "## Run-to-run noise (every interval includes it)", "", *(f"- {line}" for line in noise_lines(d.noise)), "",
         "## Decision per prompt class", "", *_decision_lines(content), *_policy_lines(content),
-        "## All decisions", "", markdown_table(content.rows, COST_COLUMNS),
-        f"## Negative-result cells, rejected ({len(content.negative)})", "",
-        markdown_table(content.negative, NEGATIVE_COLUMNS).rstrip("\n"),
+        "## All decisions", "", markdown_table(d.cost_table, COST_COLUMNS),
+        f"## Negative-result cells, rejected ({len(d.negative_cells)})", "",
+        markdown_table(d.negative_cells, NEGATIVE_COLUMNS).rstrip("\n"),
         "", f"## {INCONCLUSIVE_TITLE}", "", *(f"- {line}" for line in content.inconclusive),
         "", f"## {ACCEPTANCE_TITLE}", "", ACCEPTANCE_CAPTION, "",
         markdown_table(content.acceptance_rows, ACCEPTANCE_COLUMNS).rstrip("\n"),

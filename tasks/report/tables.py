@@ -17,7 +17,7 @@ from specfleet.gates.quality import QualityCheck
 from specfleet.measure.acceptance import ClassAcceptance
 from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from specfleet.planning.not_measured import NotMeasuredCell
-from specfleet.report.summary import ArmSummary
+from specfleet.report.sweep_report import ArmSummary
 from specfleet.results import AcceptanceDistribution
 from specfleet.stats.quality import GateResult
 from specfleet.verdicts.kpolicy import KPolicyReport

@@ -163,7 +163,7 @@ def test_imports_run_down_the_floors() -> None:
     (``FLOORS``), and every folder has a floor."""
     module = ROOT / "specfleet/results/records.py"
     assert _imports_up(module, "from specfleet.verdicts.cell import Decision") == ["specfleet.verdicts.cell"]
-    assert _imports_up(module, "import specfleet.report.summary") == ["specfleet.report.summary"]
+    assert _imports_up(module, "import specfleet.report.sweep_report") == ["specfleet.report.sweep_report"]
     assert _imports_up(module, "from specfleet.contract import SweepConfig\nfrom specfleet.results import cell") == []
     assert _imports_up(ROOT / "tasks/engine/features.py", "from tasks.plan.versions import stack_versions") == [
         "tasks.plan.versions"]

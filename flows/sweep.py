@@ -18,7 +18,6 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 from prefect.exceptions import TerminationSignal
-from rich.console import Console
 
 from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
 from flows.tracker import SweepTracker
@@ -30,7 +29,7 @@ from tasks.cluster.session import ray_session
 from tasks.engine.noise_records import record_sweep_noise
 from tasks.plan.budget import cell_budget
 from tasks.plan.sweep_plan import POLICY_STAGE
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.store.results import atomic_write_text
 from tasks.store.sweep import SUMMARY_MARKDOWN
 from tasks.tracking.runs import tracking_uri
@@ -42,16 +41,17 @@ DEFAULT_RESULTS_DIR = "results"
 def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None = None,
                results_dir: str = DEFAULT_RESULTS_DIR, budget: str | None = None,
                continue_sweep: bool = False, policy_from: str | None = None) -> SweepReport:
-    """Run (or resume, or continue) one sweep; returns its summary. Every cell is stored as it
+    """Run (or resume, or continue) one sweep; returns its report and prints nothing (the caller renders
+    it: ``cli.render.print_sweep_summary``; the log says the sweep's id first). Every cell is stored as it
     finishes; MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing.
     ``budget`` (``90m``, ``7h``) overrides the config's budget block, counted from the flow's start.
     ``policy_from``: a follow-up measuring that sweep's k policies beside a baseline (``--policy-from``)."""
     started_unix_s = time.time()
     plan = plan_sweep(Path(config_path), resume, Path(results_dir), budget, continue_sweep, policy_from)
-    if plan.origin is not None:
-        Console().print(plan.origin, markup=False, highlight=False)
-    Console().print(f"sweep id: {plan.sweep_id}")
     logger = get_run_logger()
+    if plan.origin is not None:
+        logger.info(plan.origin)
+    logger.info("sweep id: %s", plan.sweep_id)
     logger.info("sweep %s: %d of %d cells to measure on %d servers", plan.sweep_id,
                 plan.pending_cells, len(plan.cells), len(plan.work))
     for warning in plan.warnings:

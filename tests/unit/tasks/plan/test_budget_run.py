@@ -22,7 +22,7 @@ from tasks.cluster.stage import ArmReport
 from tasks.fixtures.build import fixture_architecture
 from tasks.plan.budget import cell_budget, plan_timing, scored_items
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tests.support.sweep_data import records, store_cell, write_config
 
 

@@ -12,7 +12,7 @@ from specfleet.report.sweep_report import SweepReport, run_status
 from specfleet.verdicts.table import DecisionRow
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.report.tables import COST_COLUMNS, markdown_table
 from tasks.store.results import ResultsStore
 from tests.support.sweep_data import records, store_cell, write_config

@@ -215,9 +215,9 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     assert "recomputed from the stored cells" not in html  # the first sweep has its summary.json
     assert 'class="flip"' in html
     markdown = (out / "report.md").read_text()
-    for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) |",
-                 "num_speculative_tokens_per_batch_size", "## Negative-result cells, rejected (",
-                 "## Inconclusive: this sweep could not tell", "## Held-out quality",
+    for text in ("## Verdict per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) |",
+                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (rejected)",
+                 "## Inconclusive: this sweep could not tell", "## Equivalence and quality gates",
                  "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
                  f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped", "## Measured and predicted",
@@ -225,7 +225,7 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
                  "| draft-k2 | code | greedy | 2.40 | n/a | n/a | 2.00 [2.00 2.00 2.00] | 2.00 (+0.00) | 48 |"):
         assert text in markdown, text
     # the report opens with the verdict at the traffic mix, each arm's and the k policy's
-    assert markdown.index("## Verdict at the traffic mix") < markdown.index("## Decision per prompt class")
+    assert markdown.index("## Verdict at the traffic mix") < markdown.index("## Verdict per prompt class")
     assert html.index('<section id="mix">') < html.index('<section id="decision">')
     summary = SweepReport.model_validate_json((sweeps.first.store.dir / "summary.json").read_text())
     assert summary.mix and all(f"**{v.headline}**" in markdown for v in summary.mix)
@@ -325,7 +325,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     from mlflow import MlflowClient
 
     from specfleet.verdicts.table import DecisionRow
-    from tasks.report.markdown import summary_markdown
+    from tasks.report.summary_md import summary_markdown
     from tasks.tracking.runs import log_sweep_summary, open_sweep_run
 
     made = sweeps.summary

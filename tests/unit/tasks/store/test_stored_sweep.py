@@ -174,8 +174,8 @@ def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
     from cli.render import print_sweep_summary
     from specfleet.verdicts.table import DecisionRow
     from tasks.report.headline import mix_lines, noise_lines
-    from tasks.report.markdown import summary_markdown
     from tasks.report.publish import write_report
+    from tasks.report.summary_md import summary_markdown
     from tasks.report.tables import NEGATIVE_COLUMNS
     from tasks.tracking.runs import log_sweep_summary, open_sweep_run
 

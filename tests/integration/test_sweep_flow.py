@@ -20,6 +20,7 @@ from flows.revalidate import EVENT, revalidate_flow
 from specfleet.gates.quality import QualityProbe
 from specfleet.report.sweep_report import SweepReport
 from tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
+from tasks.report.sections import TITLES
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,
     CELLS,
@@ -93,10 +94,10 @@ def test_the_verdict_at_the_mix_comes_first_and_is_on_the_parent_run(reference: 
     summary = SweepReport.model_validate_json((reference.store.dir / "summary.json").read_text())
     assert summary.mix, summary.notes
     printed = reference.output
-    assert printed.index(MIX_TITLE) < printed.index("Decisions (") < printed.index("Equivalence and quality gates")
+    assert printed.index(MIX_TITLE) < printed.index(TITLES["decisions"]) < printed.index(TITLES["gates"])
     assert all(v.headline in printed for v in summary.mix)
     assert (reference.store.dir / "summary.md").read_text().index(MIX_TITLE) < \
-        (reference.store.dir / "summary.md").read_text().index("## Cost per million SLO-qualified tokens and decisions")
+        (reference.store.dir / "summary.md").read_text().index(f"## {TITLES['decisions']}")
     client = MlflowClient(reference.tracking.uri)
     parent = reference.runs("sweep")[0]
     assert client.get_experiment(parent.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"

@@ -83,7 +83,7 @@ def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],
     the ones before it cannot predict a cell."""
     sources = [CalibrationSource(plan.sweep_id, plan.config, cells, records)]
     for sweep in stored_sweeps(plan.store.root, plan.config.name):
-        if sweep.id == plan.sweep_id or sweep.summary is None:
+        if sweep.id == plan.sweep_id or not sweep.aggregated:
             continue
         try:
             sources.append(CalibrationSource(sweep.id, sweep.config, sweep.cells, sweep.records))

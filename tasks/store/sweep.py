@@ -189,6 +189,11 @@ class StoredSweep:
         usable = {c.key for c in self.cells if c.usable}
         return {key: records for key, records in self.records.items() if key in usable}
 
+    @property
+    def aggregated(self) -> bool:
+        """Whether the sweep stored its report: a finished sweep (nothing read, the config included)."""
+        return (self.dir / REPORT_FILE).is_file()
+
     @cached_property
     def summary(self) -> SweepReport | None:
         """The report the sweep stored (``summary.json``, of any format: ``read_report``); None while
@@ -227,7 +232,7 @@ class StoredSweep:
             return []
         out: list[RunValue] = []
         earlier = [s for s in stored_sweeps(self.dir.parent, config.name) if s.id < self.id
-                   and s.record.fingerprint == self.record.fingerprint and s.summary is not None]
+                   and s.record.fingerprint == self.record.fingerprint and s.aggregated]
         for sweep in earlier[:config.analysis.noise_history]:
             records = sweep.usable_records
             samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)

@@ -72,8 +72,8 @@ from specfleet.verdicts.analysis import Verdicts, decide_sweep
 from specfleet.verdicts.evidence import earlier_runs
 from specfleet.verdicts.prompt_class import class_verdicts
 from specfleet.verdicts.traffic_mix import cell_token_shares, effective_mix
-from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import Phase, planned_cells
+from tasks.store.config import load_sweep_config
 from tasks.store.sweep import StoredSweep
 
 if TYPE_CHECKING:

@@ -64,7 +64,6 @@ from specfleet.contract import ArmSpec, CellIdentity, SweepConfig, arm_plans, lo
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.errors import InputError
 from specfleet.measure.acceptance import counter_mean_acceptance_length
-from specfleet.perfmodel import Calibration, PredictionQuery, calibrate, predict
 from specfleet.perfmodel.accuracy import (
     Score,
     best_k,
@@ -78,6 +77,8 @@ from specfleet.perfmodel.accuracy import (
     share,
     sign_right,
 )
+from specfleet.perfmodel.calibrate import Calibration, calibrate
+from specfleet.perfmodel.predict import PredictionQuery, predict
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.noise import baseline_noise, noise_for
 from specfleet.verdicts.cell import Decision

@@ -30,7 +30,8 @@ from rich.table import Table
 from benchmarks.results_record import write_result
 from specfleet.contract import CellIdentity
 from specfleet.errors import InputError
-from specfleet.perfmodel import PredictionQuery, calibrate, predict
+from specfleet.perfmodel.calibrate import calibrate
+from specfleet.perfmodel.predict import PredictionQuery, predict
 from specfleet.results import CellResult
 from tasks.store.sweep import StoredSweep
 

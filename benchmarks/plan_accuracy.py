@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from specfleet.contract.durations import parse_duration_s
-from tasks.plan.config import load_sweep_config
-from tasks.store.sweep import SUMMARY_FILE
+from specfleet.report.sweep_report import REPORT_FILE
+from tasks.store.config import load_sweep_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
@@ -111,7 +111,7 @@ def run_sweep(label: str, config: Path, results_dir: Path, config_name: str, bud
     done = specfleet(*args)
     command_s = time.monotonic() - t0
     sweep_id = newest_sweep(results_dir, config_name, before)
-    summary_path = results_dir / sweep_id / SUMMARY_FILE if sweep_id else None
+    summary_path = results_dir / sweep_id / REPORT_FILE if sweep_id else None
     summary = json.loads(summary_path.read_text()) if summary_path and summary_path.is_file() else {}
     arms = summary.get("arms") or []
     per_cell = [(a["timing"]["warmup_s"] + a["timing"]["measured_s"]) / a["cells_measured"]

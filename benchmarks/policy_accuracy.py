@@ -31,7 +31,7 @@ from benchmarks.model_accuracy import ModelPredictor, Point, machine, measure
 from benchmarks.results_record import write_result
 from specfleet.contract.arms import k_at_batch, schedule_text
 from specfleet.errors import InputError
-from specfleet.perfmodel import calibrate
+from specfleet.perfmodel.calibrate import calibrate
 from tasks.store.sweep import StoredSweep
 
 

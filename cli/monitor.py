@@ -54,7 +54,7 @@ def rules(
 
     with exit_on_error():
         window_s = duration_flag("--window", window)
-        basis, notes = sweep_basis(StoredSweep.find(sweep, results_dir).report_data(), arm)
+        basis, notes = sweep_basis(StoredSweep.find(sweep, results_dir), arm)
         text = rules_yaml(basis, window_s, model, notes)
         if out is not None:
             write_rules(out, text)

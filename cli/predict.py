@@ -24,8 +24,9 @@ def predict(
     """Predict one cell (arm, k, class, load, sampling) from a stored sweep: TTFT, ITL, TPOT and E2E
     percentiles, throughput, SLO-qualified tokens/s, speedup and cost, with an interval and what
     it extrapolates. Predicted, never measured: no decision reads it."""
-    from specfleet.perfmodel import PredictionQuery, calibrate
-    from specfleet.perfmodel import predict as run_predict
+    from specfleet.perfmodel.calibrate import calibrate
+    from specfleet.perfmodel.predict import PredictionQuery
+    from specfleet.perfmodel.predict import predict as run_predict
     from tasks.store.sweep import StoredSweep
 
     with exit_on_error():

@@ -9,22 +9,20 @@ from rich.console import Console
 from rich.table import Table
 
 from specfleet.contract.matrix import load_label
-from specfleet.planning.prediction import PREDICTED_LABEL
+from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from tasks.report.fmt import NA, speedup_range
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from specfleet.perfmodel.prediction import Bounds, Prediction
     from specfleet.planning.estimate import SweepEstimate
     from specfleet.planning.power import DesignProposal, PowerPlan
-    from specfleet.planning.prediction import Bounds, Prediction
     from specfleet.production.canary import AcceptanceFigure, CanaryResult
-    from specfleet.results.summary import SweepSummary
+    from specfleet.report.sweep_report import SweepReport
 
 console = Console()
 WIDE_COLUMNS = 160
-NOT_MEASURED_SHOWN = 20
-"""Not-measured cells listed at the end of a sweep; the rest are in summary.md."""
 
 
 def _fmt(value: object) -> str:
@@ -180,65 +178,28 @@ def print_design(proposal: "DesignProposal") -> None:
         out.print(f"note: {note}", highlight=False)
 
 
-def print_sweep_summary(summary: "SweepSummary", mlflow_hint: str) -> None:
-    """The verdict at the traffic mix first, then the cell decisions and the gates grouped by
-    verdict and reason, and the k policy: one screen for the demo. Long lines are left to the
-    terminal to wrap (``soft_wrap``), so a log keeps one line per statement. The per-cell cost table, the
-    negative-result cells and the sweep overhead are in ``summary.md``, the report and ``summary.json``.
+def print_sweep_summary(summary: "SweepReport", mlflow_hint: str) -> None:
+    """The sweep's report in the one section order (``tasks.report.terminal``): the verdict at the traffic
+    mix first, the class verdicts, the noise, the cell decisions and the gates grouped by verdict and
+    reason, the k policy: one screen for the demo, the per-cell tables named in ``summary.md``. Long
+    lines are left to the terminal to wrap (``soft_wrap``), so a log keeps one line per statement.
     ``mlflow_hint``: where the sweep's runs are seen (``cli.sweep.mlflow_ui_hint``)."""
-    from tasks.report.headline import (
-        INCONCLUSIVE_TITLE,
-        MIX_TITLE,
-        grouped_decision_lines,
-        grouped_gate_lines,
-        inconclusive_lines,
-        mix_lines,
-        noise_lines,
-    )
-    from tasks.report.tables import (
-        POLICY_COMPARISON_TITLE,
-        k_policy_lines,
-        not_measured_line,
-        not_measured_title,
-        policy_comparison_lines,
-    )
+    from tasks.report.terminal import terminal_sections
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold lines
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")
     out.print(f"cells: {summary.cells_complete}/{summary.cells_planned} complete ({summary.cells_ok} ok, "
               f"{summary.cells_invalid} invalid, {len(summary.failed_cells)} failed"
               + (f", {len(summary.not_measured)} not measured" if summary.not_measured else "") + "); "
-              f"{summary.servers_started} servers started"
-              + (f"; hardware: {summary.cost_table[0].hardware}" if summary.cost_table else ""))
-    sections = [
-        (MIX_TITLE, mix_lines(summary.mix) or [NA + ": no verdict at the traffic mix (see the notes)"]),
-        ("Run-to-run noise (every interval above and below includes it)", noise_lines(summary.noise)),
-        (f"Decisions ({len(summary.decisions)} cells, grouped by verdict and reason)",
-         grouped_decision_lines(summary.decisions)),
-        (INCONCLUSIVE_TITLE, inconclusive_lines(summary.mix, summary.decisions)),
-        ("Equivalence and quality gates", grouped_gate_lines(summary.gates, summary.quality)),
-        ("k policy (specfleet rule, all prompt classes)",
-         [line for p in summary.k_policy if p.peer is None for line in k_policy_lines(p)]),
-    ]
-    if summary.policy_comparisons:
-        sections.append((POLICY_COMPARISON_TITLE, policy_comparison_lines(summary.policy_comparisons)))
-    if summary.not_measured:
-        more = len(summary.not_measured) - NOT_MEASURED_SHOWN
-        sections.append((not_measured_title(len(summary.not_measured)),
-                         [not_measured_line(c) for c in summary.not_measured[:NOT_MEASURED_SHOWN]]
-                         + ([f"... and {more} more in {summary.results_dir}/summary.md"] if more > 0 else [])))
-    for title, lines in sections:
-        out.print(f"[bold]{title}[/bold]")
+              f"{summary.servers_started} servers started; hardware: {summary.hardware}", markup=False)
+    for title, lines in terminal_sections(summary):
+        out.print(title, style="bold", markup=False, highlight=False)
         for line in lines:
             out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    for note in [*summary.notes, *summary.failed_cells]:
-        out.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
-    out.print("per-cell cost table, negative-result (rejected) cells and sweep overhead"
-              f": {summary.results_dir}/summary.md")
     out.print(f"MLflow UI: {mlflow_hint}", markup=False)
 
 
-def print_answer(summary: "SweepSummary") -> None:
+def print_answer(summary: "SweepReport") -> None:
     """The last word of the demo: each verdict's first line, the details being above and in the report."""
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)
     out.print("[bold]The answer at the traffic mix[/bold] (checks above, figures in the report)")

@@ -44,20 +44,19 @@ def report(
 
     with exit_on_error(), stdout_to_stderr(as_json):
         stored = StoredSweep.find(sweep, results_dir)
-        other = StoredSweep.find(against, results_dir).report_data() if against else None
-        data = stored.report_data()
-        files = write_report(build_content(data, draft_cost_ratio, other), out or stored.dir / "report")
+        other = StoredSweep.find(against, results_dir) if against else None
+        made = stored.report
+        files = write_report(build_content(stored, draft_cost_ratio, other), out or stored.dir / "report")
     if not as_json:
         print(f"report: {files.html}")
         print(f"summary: {files.markdown}")
     with stdout_to_stderr(as_json):
         use_short_http_retries()
-        mlflow = log_to_sweep_run(resolve_uri(tracking_uri), data.config.name, data.sweep_id,
+        mlflow = log_to_sweep_run(resolve_uri(tracking_uri), stored.config.name, made.sweep_id,
                                   [files.html, files.markdown])
     if as_json:
-        print_json({**report_json(data.sweep_id, files.html, files.markdown,
-                                  None if other is None else other.sweep_id, mlflow),
-                    **verdicts_json(data.mix, data.decisions)})
+        print_json({**report_json(made.sweep_id, files.html, files.markdown, None if other is None else other.id,
+                                  mlflow), **verdicts_json(made.mix, made.decisions)})
     else:
         print(mlflow)
     return files.html

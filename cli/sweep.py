@@ -11,7 +11,7 @@ from cli.output import print_json, stdout_to_stderr
 if TYPE_CHECKING:
     from flows.revalidate import Revalidation
     from flows.sync import SyncResult
-    from specfleet.results.summary import SweepSummary
+    from specfleet.report.sweep_report import SweepReport
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
@@ -39,7 +39,7 @@ def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
     return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1{page}"
 
 
-def sweep_json(summary: "SweepSummary") -> dict[str, Any]:
+def sweep_json(summary: "SweepReport") -> dict[str, Any]:
     """``specfleet sweep --json``: where the sweep was written, and its summary as ``summary.json`` holds it."""
     folder = Path(summary.results_dir)
     return {"sweep_id": summary.sweep_id, "sweep_dir": str(folder), "summary_json": str(folder / "summary.json"),
@@ -64,7 +64,7 @@ def sync_json(result: "SyncResult", tracking_uri: str) -> dict[str, Any]:
 
 def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path,
                budget: str | None = None, continue_sweep: bool = False, as_json: bool = False,
-               policy_from: str | None = None) -> "SweepSummary":
+               policy_from: str | None = None) -> "SweepReport":
     from cli.render import print_sweep_summary
     from flows.sweep import sweep_flow
     from specfleet.planning.budget import budgeted
@@ -113,7 +113,7 @@ def announce_embedded_prefect() -> None:
         ", the first time on this machine: it creates its database (about 40 s)" if first else ""), markup=False)
 
 
-def _exit_for(summary: "SweepSummary") -> None:
+def _exit_for(summary: "SweepReport") -> None:
     if summary.failed_cells:
         raise typer.Exit(ExitCode.FAILED_CELLS)
 

@@ -25,7 +25,7 @@ def traffic(
     from specfleet.production.traffic_estimate import CLASSES_NOT_VISIBLE, estimate_traffic, traffic_block
     from tasks.monitor.prometheus import PrometheusClient
     from tasks.monitor.traffic import read_server_metrics
-    from tasks.plan.config import load_sweep_config
+    from tasks.store.config import load_sweep_config
 
     with exit_on_error():
         window_s = duration_flag("--since", since)

@@ -14,10 +14,10 @@ from pydantic import Field
 from flows.sweep import DEFAULT_RESULTS_DIR, sweep_flow
 from specfleet.contract.base import RecordModel
 from specfleet.contract.fingerprint import Fingerprint, changed_parts
-from specfleet.results.summary import SweepSummary
-from tasks.plan.config import load_sweep_config
+from specfleet.report.sweep_report import SweepReport
 from tasks.plan.fingerprint import compute_fingerprint
 from tasks.plan.models import resolve_models
+from tasks.store.config import load_sweep_config
 from tasks.tracking.runs import last_validated, tracking_uri
 
 EVENT = "specfleet.contract.fingerprint.changed"
@@ -32,7 +32,7 @@ class Revalidation(RecordModel):
     changed: list[str] = Field(description="Changed parts (specfleet.contract.fingerprint.changed_parts); "
                                "[] unchanged.")
     event_emitted: bool = False
-    sweep: SweepSummary | None = None
+    sweep: SweepReport | None = None
 
     @property
     def verdict(self) -> str:

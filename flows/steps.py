@@ -9,7 +9,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from specfleet.results.summary import SweepSummary
+from specfleet.report.sweep_report import SweepReport
 from tasks.analysis import summary as _summary
 from tasks.cluster import stage as _stage
 from tasks.plan import sweep_plan as _sweep_plan
@@ -25,7 +25,7 @@ log_cell_runs = _tracking(_runs.log_cell_runs)
 log_sweep_summary = _tracking(_runs.log_sweep_summary)
 
 
-def publish_prefect_artifacts(summary: SweepSummary, markdown: str) -> None:
+def publish_prefect_artifacts(summary: SweepReport, markdown: str) -> None:
     """The cost table as a table artifact and the summary as markdown, on the flow run."""
     key = "".join(ch if ch.isalnum() else "-" for ch in summary.config_name.lower())
     create_table_artifact(table=[row.model_dump(mode="json") for row in summary.cost_table],

@@ -18,21 +18,20 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 from prefect.exceptions import TerminationSignal
-from rich.console import Console
 
 from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
 from flows.tracker import SweepTracker
 from specfleet.contract.arms import schedule_text
-from specfleet.results.summary import SweepSummary, run_status
+from specfleet.report.sweep_report import REPORT_FILE, SweepReport, run_status
 from tasks.cluster.interrupt import raise_if_interrupted
 from tasks.cluster.progress import CellProgress
 from tasks.cluster.session import ray_session
 from tasks.engine.noise_records import record_sweep_noise
 from tasks.plan.budget import cell_budget
 from tasks.plan.sweep_plan import POLICY_STAGE
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.store.results import atomic_write_text
-from tasks.store.sweep import SUMMARY_FILE, SUMMARY_MARKDOWN
+from tasks.store.sweep import SUMMARY_MARKDOWN
 from tasks.tracking.runs import tracking_uri
 
 DEFAULT_RESULTS_DIR = "results"
@@ -41,17 +40,18 @@ DEFAULT_RESULTS_DIR = "results"
 @flow(name="specfleet-sweep")
 def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None = None,
                results_dir: str = DEFAULT_RESULTS_DIR, budget: str | None = None,
-               continue_sweep: bool = False, policy_from: str | None = None) -> SweepSummary:
-    """Run (or resume, or continue) one sweep; returns its summary. Every cell is stored as it
+               continue_sweep: bool = False, policy_from: str | None = None) -> SweepReport:
+    """Run (or resume, or continue) one sweep; returns its report and prints nothing (the caller renders
+    it: ``cli.render.print_sweep_summary``; the log says the sweep's id first). Every cell is stored as it
     finishes; MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing.
     ``budget`` (``90m``, ``7h``) overrides the config's budget block, counted from the flow's start.
     ``policy_from``: a follow-up measuring that sweep's k policies beside a baseline (``--policy-from``)."""
     started_unix_s = time.time()
     plan = plan_sweep(Path(config_path), resume, Path(results_dir), budget, continue_sweep, policy_from)
-    if plan.origin is not None:
-        Console().print(plan.origin, markup=False, highlight=False)
-    Console().print(f"sweep id: {plan.sweep_id}")
     logger = get_run_logger()
+    if plan.origin is not None:
+        logger.info(plan.origin)
+    logger.info("sweep id: %s", plan.sweep_id)
     logger.info("sweep %s: %d of %d cells to measure on %d servers", plan.sweep_id,
                 plan.pending_cells, len(plan.cells), len(plan.work))
     for warning in plan.warnings:
@@ -59,7 +59,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
     budget_s = None if plan.config.budget is None else plan.config.budget.duration_s
     tracker = SweepTracker(tracking_uri(tracking), plan.sweep_id)
     tracker.open(plan.config, plan.fingerprint)
-    finished: SweepSummary | None = None  # set once everything is written: the run's status follows it
+    finished: SweepReport | None = None  # set once everything is written: the run's status follows it
     killed, reports = False, []
     try:
         if plan.work:
@@ -87,7 +87,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
         if tracker.offline is not None:
             summary = summary.model_copy(update={"notes": [*summary.notes, tracker.offline]})
         markdown = summary_markdown(summary)
-        plan.store.write_json(SUMMARY_FILE, summary)
+        plan.store.write_json(REPORT_FILE, summary)
         record_sweep_noise(plan.store.dir)  # what the next plan's power reads
         atomic_write_text(plan.store.dir / SUMMARY_MARKDOWN, markdown)
         publish_prefect_artifacts(summary, markdown)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from flows.sweep import DEFAULT_RESULTS_DIR
 from specfleet.contract.base import RecordModel
-from specfleet.results.summary import run_status
+from specfleet.report.sweep_report import run_status
 from tasks.plan.sweep_plan import open_sweep
 from tasks.report.publish import REPORT_HTML, REPORT_MARKDOWN, log_to_sweep_run
 from tasks.store.sweep import SUMMARY_MARKDOWN, StoredSweep

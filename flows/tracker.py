@@ -8,8 +8,8 @@ from typing import TypeVar
 from flows.steps import log_cell_runs, log_sweep_summary, open_sweep_run
 from specfleet.contract import SweepConfig
 from specfleet.contract.fingerprint import Fingerprint
+from specfleet.report.sweep_report import SweepReport
 from specfleet.results import CellResult
-from specfleet.results.summary import SweepSummary
 from tasks.store.results import ResultsStore
 from tasks.tracking.runs import close_sweep_run, unreachable, use_short_http_retries
 
@@ -39,7 +39,7 @@ class SweepTracker:
             self._attempt("logging cell runs",
                           lambda: log_cell_runs(self.uri, parent, cells, store, fingerprint_digest))
 
-    def log_summary(self, summary: SweepSummary, markdown: str) -> None:
+    def log_summary(self, summary: SweepReport, markdown: str) -> None:
         parent = self.parent_id
         if parent is not None:
             self._attempt("logging the summary", lambda: log_sweep_summary(self.uri, parent, summary, markdown))

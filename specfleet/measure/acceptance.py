@@ -25,7 +25,7 @@ import numpy as np
 
 from specfleet.contract.base import RecordModel
 from specfleet.results.cell import AcceptanceDistribution, CellResult, RequestAcceptance
-from specfleet.results.records import UNCOUNTED_CHUNKS_KEY, RequestRecord
+from specfleet.results.records import UNCOUNTED_CHUNKS_KEY, RequestRecord, pooled_acceptance_length
 
 MIN_CLIENT_CHUNKS = 3
 """Content chunks a request needs for a client estimate: the first and the last are left out."""
@@ -36,15 +36,6 @@ NO_CHUNK_USAGE = "the stream carried no per-chunk token count (continuous_usage_
 NO_SERVER_FIGURES = ("the server sent no metrics.speculative_decoding (started without "
                      "--per-request-spec-decode-metrics, or not speculating)")
 NO_DRAFTING_STEP = "no step of the request verified a draft"
-
-
-def pooled_acceptance_length(accepted: float | None, drafts: float | None) -> float | None:
-    """``1 + accepted / drafts``: tokens per drafting step, the bonus token included (vLLM's mean
-    acceptance length, conditional on drafting), from counts pooled over whatever was summed. None
-    (never 0, never 1) when no step drafted: ``drafts`` 0, negative or missing, or nothing accepted known."""
-    if accepted is None or drafts is None or drafts <= 0:
-        return None
-    return 1.0 + accepted / drafts
 
 
 @dataclass(frozen=True, slots=True)

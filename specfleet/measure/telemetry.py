@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from specfleet.measure.acceptance import pooled_acceptance_length
 from specfleet.results.cell import KVCacheInfo, SpecDecodeStats
+from specfleet.results.records import pooled_acceptance_length
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"

@@ -9,19 +9,9 @@ Pure, no I/O. Everything it predicts is labelled as predicted and never enters a
 - ``batching``: a seeded simulation of continuous batching that emits synthetic request
   records, so the metrics code computes the predicted figures exactly as it computes measured ones.
 - ``calibrate``: the ``Calibration`` of a stored sweep (nothing new is measured).
+- ``prediction``: ``Prediction``, the model's output (a labelled type the report carries; no model in it).
 - ``predict``: ``predict(calibration, query) -> Prediction``; a ``Predictor`` predicts many cells of one
   calibration, simulating the baseline once per class and load.
 - ``accuracy``: the figures that score any predictor of cells against measured ones (MAPE, speedup
   sign, crossover concurrency, best k), for ``benchmarks/model_accuracy.py``.
 """
-
-from specfleet.perfmodel.acceptance import AcceptanceProfile, pool_acceptance
-from specfleet.perfmodel.calibrate import Calibration, calibrate
-from specfleet.perfmodel.predict import PredictionQuery, Predictor, predict
-from specfleet.perfmodel.step_time import StepBatch, StepLaw, fit_step_law
-from specfleet.planning.prediction import Prediction
-
-__all__ = [
-    "AcceptanceProfile", "Calibration", "Prediction", "PredictionQuery", "Predictor", "StepBatch", "StepLaw",
-    "calibrate", "fit_step_law", "pool_acceptance", "predict",
-]

@@ -45,14 +45,14 @@ from specfleet.perfmodel.batching import (
     simulate_cells,
 )
 from specfleet.perfmodel.calibrate import Calibration
-from specfleet.perfmodel.step_time import LinearStep
-from specfleet.planning.prediction import (
+from specfleet.perfmodel.prediction import (
     Bounds,
     PercentileBounds,
     Percentiles,
     Prediction,
     PredictionInterval,
 )
+from specfleet.perfmodel.step_time import LinearStep
 from specfleet.results.cell import DistributionSummary
 from specfleet.results.records import RequestRecord
 

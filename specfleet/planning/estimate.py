@@ -22,8 +22,8 @@ from pydantic import Field
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, cell_identities
 from specfleet.contract.base import RecordModel
+from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from specfleet.perfmodel.step_time import LinearStep
-from specfleet.planning.prediction import PREDICTED_LABEL
 from specfleet.planning.replicas import baseline_replicas, replica_shares, slots
 from specfleet.stats.equivalence import planned_samples_per_prompt
 

@@ -1,5 +1,5 @@
 """The cells a budgeted sweep did not measure, each beside the performance model's prediction
-calibrated on the sweep's own measured cells (made by ``specfleet.perfmodel.unmeasured``; this
+calibrated on the sweep's own measured cells (made by ``specfleet.planning.unmeasured``; this
 module holds the type only, so the summary carries predictions without reaching the model).
 
 A prediction is labelled PREDICTED and nothing here reaches a decision: decisions read stored
@@ -13,7 +13,7 @@ from pydantic import Field
 
 from specfleet.contract import CellIdentity
 from specfleet.contract.base import RecordModel
-from specfleet.planning.prediction import Prediction
+from specfleet.perfmodel.prediction import Prediction
 
 
 class NotMeasuredCell(RecordModel):

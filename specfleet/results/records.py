@@ -9,6 +9,15 @@ SPEC_KEY_PREFIX = "spec_"
 """``RequestRecord.extra`` keys of vLLM's per-request ``metrics.speculative_decoding``."""
 
 
+def pooled_acceptance_length(accepted: float | None, drafts: float | None) -> float | None:
+    """``1 + accepted / drafts``: tokens per drafting step, the bonus token included (vLLM's mean
+    acceptance length, conditional on drafting), from counts pooled over whatever was summed. None
+    (never 0, never 1) when no step drafted: ``drafts`` 0, negative or missing, or nothing accepted known."""
+    if accepted is None or drafts is None or drafts <= 0:
+        return None
+    return 1.0 + accepted / drafts
+
+
 @dataclass(frozen=True, slots=True)
 class RequestSpecDecode:
     """vLLM's own speculative-decoding summary of one request: ``metrics.speculative_decoding`` in
@@ -27,8 +36,6 @@ class RequestSpecDecode:
     def mean_acceptance_length(self) -> float | None:
         """1 + accepted / drafting steps (bonus token included); None when no step drafted (vLLM
         sends 1.0 then, a length nothing measured)."""
-        from specfleet.measure.acceptance import pooled_acceptance_length  # here: that module reads this one
-
         return pooled_acceptance_length(self.num_accepted_draft_tokens, self.num_spec_steps)
 
     @property

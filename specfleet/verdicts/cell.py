@@ -27,8 +27,9 @@ from specfleet.contract.workload import SLOSpec
 from specfleet.economics.cost import FleetCost, break_even_speedup, hardware_fleet_cost
 from specfleet.errors import InputError
 from specfleet.gates.quality import SliceKey
-from specfleet.measure.acceptance import pooled_acceptance_length, pooled_tokens_per_step
+from specfleet.measure.acceptance import pooled_tokens_per_step
 from specfleet.results.cell import CellResult
+from specfleet.results.records import pooled_acceptance_length
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.quality import GateResult, quality_not_run
 from specfleet.stats.runs import ConfigKey, config_key

@@ -1,5 +1,6 @@
-"""Decisions as flat rows: the cost table, and the negative-result table (seed: "A negative
-result should be published with the same detail as a positive one")."""
+"""Decisions as flat rows: the cost table, and, its rejected rows, the negative-result table (seed:
+"A negative result should be published with the same detail as a positive one"). The sweep's report
+shows both as views of its decisions (``specfleet.report.sweep_report``)."""
 
 from collections.abc import Sequence
 
@@ -43,21 +44,23 @@ class DecisionRow(RecordModel):
         "before it existed).")
 
 
-def _hardware(config: SweepConfig) -> str:
+def hardware_label(config: SweepConfig) -> str:
+    """The hardware per replica as a row names it."""
     hw = config.hardware
     text = f"{hw.accelerators_per_replica} x {hw.accelerator} per replica, TP {hw.tensor_parallel_size}"
     return text + (" (illustrative price)" if hw.price_is_illustrative else "")
 
 
-def decision_rows(decisions: Sequence[Decision], config: SweepConfig) -> list[DecisionRow]:
-    """One row per decision, adopted, rejected or inconclusive, with the same columns."""
+def decision_rows(decisions: Sequence[Decision], engine: str, hardware: str) -> list[DecisionRow]:
+    """One row per decision, adopted, rejected or inconclusive, with the same columns; ``engine`` and
+    ``hardware`` (``hardware_label``) as every row names them."""
     rows = []
     for d in decisions:
         s, c, cost = d.slice, d.comparison, d.cost
         tps = c.qualified_tps_speedup if c else None
         rows.append(DecisionRow(
-            verdict=d.verdict, reason_code=d.reason_code, reason=d.reason, engine=config.engine.name,
-            engine_version=c.engine_version if c else None, hardware=_hardware(config),
+            verdict=d.verdict, reason_code=d.reason_code, reason=d.reason, engine=engine,
+            engine_version=c.engine_version if c else None, hardware=hardware,
             load_mode=s.load_mode, load_value=s.load_value,
             concurrency=int(s.load_value) if s.load_mode == "concurrency" else None,
             prompt_class=s.prompt_class, sampling=s.sampling, method=s.method, k=s.k,
@@ -76,10 +79,4 @@ def decision_rows(decisions: Sequence[Decision], config: SweepConfig) -> list[De
             detectable_saving_fraction=d.detection.saving_fraction if d.detection else None,
         ))
     return rows
-
-
-def negative_cells(decisions: Sequence[Decision], config: SweepConfig) -> list[DecisionRow]:
-    """Every rejected cell (shown not to pay, or rejected by the SLO, a gate or an unusable cell), with
-    its reason; an inconclusive cell is no negative result."""
-    return [row for row in decision_rows(decisions, config) if row.verdict == "reject"]
 

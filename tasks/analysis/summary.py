@@ -1,17 +1,17 @@
-"""The sweep's typed summary (``specfleet.results.summary.SweepSummary``): the analysis of its stored
-cells (``tasks.store.sweep.StoredSweep.analyse``), its arms' time accounts, and the cells a budget did not
-start beside their predictions (``specfleet.perfmodel.unmeasured``, PREDICTED, never in a decision)."""
+"""The sweep's report (``specfleet.report.sweep_report.SweepReport``), made once here: the analysis of
+its stored cells (``tasks.store.sweep.StoredSweep.analyse``) with the class verdicts, its arms' time
+accounts, and the cells a budget did not start beside their predictions (``specfleet.planning.unmeasured``,
+PREDICTED, never in a decision)."""
 
 from collections.abc import Mapping, Sequence
 
 from specfleet.contract.server_args import deployment_args
 from specfleet.errors import InputError
 from specfleet.measure.acceptance import class_acceptance
-from specfleet.perfmodel import calibrate
-from specfleet.perfmodel.unmeasured import CalibrationSource, not_measured_cells
+from specfleet.perfmodel.calibrate import calibrate
+from specfleet.planning.unmeasured import CalibrationSource, not_measured_cells
+from specfleet.report.sweep_report import ArmSummary, SweepReport, decided
 from specfleet.results import CellResult, RequestRecord
-from specfleet.results.summary import ArmSummary, SweepSummary
-from specfleet.verdicts.table import decision_rows, negative_cells
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import SweepPlan
@@ -28,7 +28,7 @@ def _failure(plan: SweepPlan, key: str, cell: CellResult | None, errors: Mapping
     return f"{ident.label}: not measured" + (f" ({errors[ident.arm]})" if ident.arm in errors else "")
 
 
-def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
+def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepReport:
     """Read every stored cell of the sweep and run the economics core over them; the cells the
     budget did not start are listed apart, beside their predictions."""
     cells = [c for c in plan.store.cells() if c.key in plan.cells]
@@ -41,10 +41,11 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
     records = stored_records(plan.store.dir, cells)
     analysis = StoredSweep(plan.store.dir, config=plan.config).analyse(cells, records)
     overhead_ms, overhead_notes = _model_overhead_ms(plan, cells, records)
-    return SweepSummary(
-        sweep_id=plan.sweep_id, config_name=plan.config.name, fingerprint=plan.fingerprint.digest,
-        resumed=plan.resumed, cells_planned=len(plan.cells), cells_complete=len(complete),
-        cells_ok=sum(c.status == "ok" for c in cells), cells_invalid=sum(c.status == "invalid" for c in cells),
+    return SweepReport(
+        **decided(plan.config, analysis), sweep_id=plan.sweep_id, config_name=plan.config.name,
+        fingerprint=plan.fingerprint.digest, resumed=plan.resumed, cells_planned=len(plan.cells),
+        cells_complete=len(complete), cells_ok=sum(c.status == "ok" for c in cells),
+        cells_invalid=sum(c.status == "invalid" for c in cells),
         failed_cells=[_failure(plan, key, by_key.get(key), errors) for key in plan.cells if key not in accounted],
         not_measured=not_measured_cells(plan.config, _calibration_sources(plan, cells, records) if skipped else [],
                                         skipped),
@@ -52,12 +53,7 @@ def aggregate(plan: SweepPlan, reports: Sequence[ArmReport]) -> SweepSummary:
         arms=[ArmSummary(arm=r.arm, phase=r.phase, cells_measured=len(r.cells), error=r.error,
                          timing=r.timing, measured_fraction=r.timing.measured_fraction if r.timing else None)
               for r in reports],
-        mix=analysis.mix, noise=analysis.noise,
-        gates=analysis.gates, equivalence=analysis.equivalence, quality=analysis.quality,
         notes=[*plan.warnings, *analysis.notes, *overhead_notes],
-        cost_table=decision_rows(analysis.decisions, plan.config),
-        negative_cells=negative_cells(analysis.decisions, plan.config),
-        decisions=analysis.decisions, k_policy=analysis.policies, policy_comparisons=analysis.policy_comparisons,
         acceptance=class_acceptance([c for c in cells if not c.identity.synthetic], records),
         engine_checks=plan.engine_checks,
         results_dir=str(plan.store.dir),
@@ -87,7 +83,7 @@ def _calibration_sources(plan: SweepPlan, cells: Sequence[CellResult],
     the ones before it cannot predict a cell."""
     sources = [CalibrationSource(plan.sweep_id, plan.config, cells, records)]
     for sweep in stored_sweeps(plan.store.root, plan.config.name):
-        if sweep.id == plan.sweep_id or sweep.summary is None:
+        if sweep.id == plan.sweep_id or not sweep.aggregated:
             continue
         try:
             sources.append(CalibrationSource(sweep.id, sweep.config, sweep.cells, sweep.records))

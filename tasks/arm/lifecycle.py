@@ -26,6 +26,7 @@ from specfleet.stats.equivalence import planned_samples_per_prompt, sample_seeds
 from tasks.arm.cell import CellPlan, measure_cell
 from tasks.arm.energy import EnergyWindow, find_counter
 from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
+from tasks.engine.distribution import engine_distribution
 from tasks.engine.engines import arm_engine
 from tasks.engine.features import per_request_spec_metrics
 from tasks.engine.ports import free_port
@@ -33,7 +34,6 @@ from tasks.engine.server import ArmServer, ArmStartError, log_tail
 from tasks.engine.startups import record_startup, startup_key
 from tasks.engine.synthetic_plugin import arm_server_env
 from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for, run_async
-from tasks.plan.versions import engine_distribution
 from tasks.store.results import ResultsStore, probe_file
 
 SERVED_MODEL_NAME = "specfleet-target"

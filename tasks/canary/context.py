@@ -94,32 +94,31 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
     from tasks.store.sweep import StoredSweep
 
     stored = StoredSweep.find(sweep, results_dir)
-    data = stored.report_data()
-    config = data.config
-    samples = {c.key: CellSample.from_records(c, data.records[c.key], config.slo)
-               for c in data.cells if c.usable and c.key in data.records}
-    evidence = Evidence.of(data.cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm,
+    config = stored.config
+    samples = {c.key: CellSample.from_records(c, stored.records[c.key], config.slo)
+               for c in stored.cells if c.usable and c.key in stored.records}
+    evidence = Evidence.of(stored.cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm,
                            stored.noise_history())
     noise_runs = [*_repeated(evidence.tps.runs), *_repeated(evidence.itl.runs)]
-    tolerance = data.config.equivalence.quality_tolerance
+    tolerance = config.equivalence.quality_tolerance
     break_even, watched, notes = None, arm, []
     try:
-        basis, _ = sweep_basis(data, arm)
+        basis, _ = sweep_basis(stored, arm)
         watched = basis.arm
         break_even = next((b.break_even_tokens_per_step for b in basis.buckets if b.concurrency == load.concurrency),
                           None)
         if break_even is None:
-            notes.append(f"{data.sweep_id}: no break-even for {basis.arm} at this load")
+            notes.append(f"{stored.id}: no break-even for {basis.arm} at this load")
     except InputError as err:  # no adopted arm and none named, or no break-even at any load
         if arm is not None:
             raise
         notes.append(f"no break-even: {err}")
-    off = data.server_args.speculation_off if data.server_args is not None else None
+    off = stored.report.server_args.speculation_off if stored.report.server_args is not None else None
     if not evidence.noise["qualified_tokens_per_s"].estimated:
-        notes.append(f"{data.sweep_id}: {evidence.noise['qualified_tokens_per_s'].source or NO_REPEATS}: "
+        notes.append(f"{stored.id}: {evidence.noise['qualified_tokens_per_s'].source or NO_REPEATS}: "
                      "no estimate of replica-to-replica noise")
     return SweepContext(
-        sweep_id=data.sweep_id, experiment=config.name, slo=config.slo, analysis=config.analysis,
+        sweep_id=stored.id, experiment=config.name, slo=config.slo, analysis=config.analysis,
         quality_tolerance=DEFAULT_QUALITY_TOLERANCE if tolerance is None else tolerance, noise=evidence.noise,
         noise_runs=noise_runs, arm=watched, break_even_tokens_per_step=break_even, rollback_server_args=off,
         notes=notes, client_lag_limit_ms=config.load.client_lag_limit_ms,

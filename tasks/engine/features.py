@@ -8,9 +8,9 @@ from pathlib import Path
 
 from specfleet.contract.matrix import ArmPlan
 from specfleet.contract.server_args import accepts_per_request_spec_metrics
+from tasks.engine.distribution import engine_distribution
 from tasks.engine.engines import arm_engine
 from tasks.fixtures.build import default_cache_root
-from tasks.plan.versions import engine_distribution
 from tasks.store.results import atomic_write_text
 
 HELP_TIMEOUT_S = 300.0

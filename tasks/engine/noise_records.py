@@ -14,9 +14,9 @@ from specfleet.planning.power import RecordedNoise
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise, estimate_noise
 from specfleet.verdicts.evidence import earlier_runs
+from tasks.engine.distribution import engine_distribution
 from tasks.engine.startups import STARTUPS_DIR
 from tasks.fixtures.build import default_cache_root
-from tasks.plan.versions import engine_distribution
 from tasks.store.sweep import StoredSweep
 
 KEEP = 20

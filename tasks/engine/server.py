@@ -22,9 +22,9 @@ from types import TracebackType
 
 import httpx
 
+from tasks.engine.distribution import engine_distribution
 from tasks.engine.engines import VLLM, ServerEngine
 from tasks.loadgen.endpoint import ServerEndpoint
-from tasks.plan.versions import engine_distribution
 
 TLS_FLAG = "--ssl-certfile"
 """vLLM's option for the server's certificate: with it, the server speaks HTTPS only."""

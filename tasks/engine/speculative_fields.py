@@ -12,8 +12,8 @@ from pathlib import Path
 from pydantic import Field
 
 from specfleet.contract.base import RecordModel
+from tasks.engine.distribution import engine_distribution
 from tasks.fixtures.build import default_cache_root
-from tasks.plan.versions import engine_distribution
 from tasks.store.results import atomic_write_text
 
 READ_TIMEOUT_S = 300.0

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from specfleet.contract import ArmPlan, SweepConfig
+from tasks.engine.distribution import engine_distribution
 from tasks.engine.engines import arm_engine
 from tasks.fixtures.build import default_cache_root
-from tasks.plan.versions import engine_distribution
 from tasks.store.results import atomic_write_text
 
 STARTUPS_DIR = "startups"

@@ -11,22 +11,22 @@ from specfleet.production.monitor_basis import LoadBucket, MonitorBasis, monitor
 from specfleet.production.prometheus_rules import prometheus_rules
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
 from tasks.store.results import atomic_write_text
-from tasks.store.sweep import ReportData
+from tasks.store.sweep import StoredSweep
 
 NO_STORED_ARGS = ("the sweep's summary stored no server arguments (written before they were): the rollback "
                   "command names the models as the config writes them")
 
 
-def sweep_basis(data: ReportData, arm: str | None) -> tuple[MonitorBasis, list[str]]:
+def sweep_basis(sweep: StoredSweep, arm: str | None) -> tuple[MonitorBasis, list[str]]:
     """The figures the alerts compare with, from the stored sweep, and notes on what is missing."""
-    stored = data.server_args
-    deployment = stored if stored is not None else deployment_args(data.config, {}, SERVED_MODEL_NAME)
-    basis = monitor_basis(data.sweep_id, data.config, data.cells, data.records, data.mix, deployment, data.noise,
-                          arm)
+    stored = sweep.report.server_args
+    deployment = stored if stored is not None else deployment_args(sweep.config, {}, SERVED_MODEL_NAME)
+    basis = monitor_basis(sweep.id, sweep.config, sweep.cells, sweep.records, sweep.report.mix, deployment,
+                          sweep.report.noise, arm)
     notes = [] if stored is not None else [NO_STORED_ARGS]
     notes += [f"{p.specfleet.spec_name}'s k policy ({p.specfleet.sampling}) is composed, not measured: these rules "
               "watch a measured arm; measure the policy (policy.measure, --policy-from) to watch it"
-              for p in data.policies if p.peer is None and p.speculative_config and p.recommended != "measured"]
+              for p in sweep.report.k_policy if p.peer is None and p.speculative_config and p.recommended != "measured"]
     return basis, notes + [note for bucket in basis.buckets for note in bucket.notes]
 
 

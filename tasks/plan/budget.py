@@ -26,7 +26,7 @@ def plan_timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:
     start-ups of all of them bound the budget's (``CalibratedTiming.startup_high_s``)."""
     prior = prior_timing(plan.config, config_base_dir(plan.config_path))
     earlier = [s for s in stored_sweeps(plan.store.root, plan.config.name)
-               if s.id != plan.sweep_id and s.summary is not None][:3]
+               if s.id != plan.sweep_id and s.aggregated][:3]
     candidates = ([StoredSweep(plan.store.dir, config=plan.config)] if plan.resumed else []) + earlier
     history = [s.summary for s in candidates if s.summary is not None]
     for sweep in candidates:

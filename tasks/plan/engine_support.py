@@ -16,10 +16,10 @@ import jsonschema
 from specfleet.contract import SweepConfig
 from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.errors import InputError
+from tasks.engine.distribution import engine_distribution
 from tasks.engine.speculative_fields import SpeculativeFields, UnreadableEngine, speculative_fields
 from tasks.engine.synthetic_plugin import plugin_shipped
 from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import CPU_KERNELS_MODULE, NO_SYNTHETIC_ON_CPU, PLUGIN_NAME
-from tasks.plan.versions import engine_distribution
 
 
 @cache

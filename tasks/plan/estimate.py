@@ -12,8 +12,8 @@ import numpy as np
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
-from specfleet.perfmodel import Calibration, calibrate
 from specfleet.perfmodel.architectures import KNOWN_CONFIGS
+from specfleet.perfmodel.calibrate import Calibration, calibrate
 from specfleet.perfmodel.prior import (
     ACCELERATORS,
     CPU_DEFAULTS,
@@ -26,12 +26,12 @@ from specfleet.perfmodel.prior import (
 from specfleet.planning.estimate import SweepTimes, estimate_sweep, stage_wall_s
 from specfleet.planning.replicas import slots
 from specfleet.planning.timing import ArmRecord, CalibratedTiming, PriorTiming
-from specfleet.results.summary import SweepSummary
+from specfleet.report.sweep_report import SweepReport
 from tasks.engine.startups import engine_import_s, recorded_startups, startup_key, startup_note
-from tasks.plan.config import load_sweep_config
 from tasks.plan.models import FIXTURE_PREFIX, local_dir
 from tasks.plan.preflight import config_base_dir
 from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
+from tasks.store.config import load_sweep_config
 from tasks.store.sweep import StoredSweep
 
 CHARS_PER_TOKEN = 4.0
@@ -153,7 +153,7 @@ def prior_timing(config: SweepConfig, base_dir: Path) -> PriorTiming:
                        notes=(*PriorTiming.notes, *notes, *([note] if note else [])))
 
 
-def arm_records(summary: SweepSummary | None, config: SweepConfig) -> list[ArmRecord]:
+def arm_records(summary: SweepReport | None, config: SweepConfig) -> list[ArmRecord]:
     """The arms' timing records of a stored sweep's summary (none while it runs)."""
     methods = {a.arm: a.method for a in arm_plans(config)}
     return [ArmRecord(arm=a.arm, method=methods.get(a.arm, ""), phase=a.phase, timing=a.timing)
@@ -172,7 +172,7 @@ def _calibration(sweep_dir: Path, stamp: tuple[tuple[str, int], ...], config_jso
     return calibrate(sweep.id, config, sweep.cells, sweep.records, seed=config.analysis.seed, overhead_ms=overhead_ms)
 
 
-def calibrated_timing(sweep: StoredSweep, prior: PriorTiming, history: Sequence[SweepSummary] = ()) -> CalibratedTiming:
+def calibrated_timing(sweep: StoredSweep, prior: PriorTiming, history: Sequence[SweepReport] = ()) -> CalibratedTiming:
     """The model calibrated on ``sweep``'s cells and records with its arms' timing records (no
     analysis: nothing here reads a gate or a decision); ``history``: the summaries of other recent
     sweeps of the config, for the budget's slowest start and longest aggregation."""

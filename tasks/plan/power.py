@@ -40,7 +40,7 @@ def history_sweeps(config: SweepConfig, results_dir: Path) -> int:
     at most ``analysis.noise_history``."""
     if config.analysis.noise_history == 0:
         return 0
-    finished = [s for s in stored_sweeps(results_dir, config.name) if s.summary is not None]
+    finished = [s for s in stored_sweeps(results_dir, config.name) if s.aggregated]
     return min(config.analysis.noise_history, len(finished))
 
 

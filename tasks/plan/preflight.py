@@ -9,10 +9,10 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.server_args import server_env
 from specfleet.errors import InputError
 from tasks.loadgen.endpoint import verifying_context
-from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_support import check_engine_support
 from tasks.plan.models import FIXTURE_PREFIX, check_fixture_names, local_dir, looks_local
 from tasks.plan.prompt_sets import load_prompt_class
+from tasks.store.config import load_sweep_config
 
 
 def vocabulary(directory: Path) -> dict[str, int] | None:

@@ -4,9 +4,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from specfleet.measure.acceptance import ClassAcceptance, class_acceptance
+from specfleet.report.sweep_report import SweepReport
 from specfleet.verdicts.kpolicy import KPolicy, Recommendation
-from specfleet.verdicts.prompt_class import ClassVerdict, class_verdicts
-from specfleet.verdicts.table import DecisionRow
 from tasks.report.diff import SweepDiff, diff_sweeps
 from tasks.report.headline import inconclusive_lines
 from tasks.report.measures import (
@@ -23,15 +22,15 @@ from tasks.report.measures import (
 from tasks.report.predicted import PredictedView, predicted_view
 from tasks.report.tables import policy_comparison_lines
 from tasks.report.views import HeatMap, TheoryRow, heat_maps, modelled_grid, theory_rows
-from tasks.store.sweep import ReportData
+from tasks.store.sweep import StoredSweep
 
 
 @dataclass(frozen=True)
 class ReportContent:
-    data: ReportData
+    sweep: StoredSweep
+    """The stored sweep: its config, cells and records, and its report (``StoredSweep.report``)."""
     draft_cost_ratio: float
     generated_at: str
-    verdicts: list[ClassVerdict]
     deployable: list[tuple[KPolicy, dict[str, object] | None, Recommendation]]
     """The all-prompt-classes specfleet policy of each speculative arm, its speculative_config, and
     whether a policy arm measured it."""
@@ -49,9 +48,6 @@ class ReportContent:
     """Acceptance length per request per speculative arm, prompt class and sampling mode."""
     kv: list[KVRow]
     energy: list[EnergyRow]
-    rows: list[DecisionRow]
-    """One row per decision, in the decisions' order."""
-    negative: list[DecisionRow]
     inconclusive: list[str]
     """Each inconclusive verdict at the mix and cell, apart from the rejects (``headline.inconclusive_lines``)."""
     contract: list[tuple[str, list[tuple[str, str]]]]
@@ -59,25 +55,28 @@ class ReportContent:
     predicted: PredictedView | None
     """The measured and predicted view; nothing above reads it."""
 
+    @property
+    def report(self) -> SweepReport:
+        return self.sweep.report
 
-def build_content(data: ReportData, draft_cost_ratio: float, against: ReportData | None = None, *,
+
+def build_content(sweep: StoredSweep, draft_cost_ratio: float, against: StoredSweep | None = None, *,
                   with_predicted: bool = True) -> ReportContent:
     """``draft_cost_ratio`` is the c the modelled lines assume; ``against`` adds the diff;
     ``with_predicted`` the measured and predicted view (the performance model calibrated on the sweep)."""
-    ks, grid = modelled_grid(data.config, draft_cost_ratio)
-    rates, missing = acceptance_by_position(data)
+    report = sweep.report
+    ks, grid = modelled_grid(sweep.config, draft_cost_ratio)
+    rates, missing = acceptance_by_position(sweep)
     return ReportContent(
-        data=data, draft_cost_ratio=draft_cost_ratio,
+        sweep=sweep, draft_cost_ratio=draft_cost_ratio,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        verdicts=class_verdicts(data.config, data.decisions, data.mix, data.policies),
-        deployable=[(p.specfleet, p.specfleet.speculative_config(), p.recommended) for p in data.policies
+        deployable=[(p.specfleet, p.specfleet.speculative_config(), p.recommended) for p in report.k_policy
                     if p.peer is None],
-        policy_comparisons=policy_comparison_lines(data.policy_comparisons),
-        maps=heat_maps(data), theory=theory_rows(data, draft_cost_ratio), grid_ks=ks, grid=grid,
-        latency=latency_curves(data), read_together=read_together_notes(data),
-        acceptance=rates, acceptance_missing=missing, acceptance_rows=class_acceptance(data.cells, data.records),
-        kv=kv_rows(data), energy=energy_rows(data), rows=data.cost_table,
-        negative=data.negative_cells, inconclusive=inconclusive_lines(data.mix, data.decisions),
-        contract=contract_sections(data), diff=diff_sweeps(data, against) if against is not None else None,
-        predicted=predicted_view(data) if with_predicted else None,
+        policy_comparisons=policy_comparison_lines(report.policy_comparisons),
+        maps=heat_maps(sweep), theory=theory_rows(sweep, draft_cost_ratio), grid_ks=ks, grid=grid,
+        latency=latency_curves(sweep), read_together=read_together_notes(sweep),
+        acceptance=rates, acceptance_missing=missing, acceptance_rows=class_acceptance(sweep.cells, sweep.records),
+        kv=kv_rows(sweep), energy=energy_rows(sweep), inconclusive=inconclusive_lines(report.mix, report.decisions),
+        contract=contract_sections(sweep), diff=diff_sweeps(sweep, against) if against is not None else None,
+        predicted=predicted_view(sweep) if with_predicted else None,
     )

@@ -7,7 +7,7 @@ from specfleet.contract.fingerprint import changed_parts
 from specfleet.contract.matrix import load_label
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.prompt_class import row_label
-from tasks.store.sweep import ReportData
+from tasks.store.sweep import StoredSweep
 from tasks.tracking.names import contract_params
 
 ABSENT = "(absent)"
@@ -46,15 +46,15 @@ def _key(d: Decision) -> DecisionKey:
     return (s.arm, s.prompt_class, s.sampling, s.load_mode, s.load_value)
 
 
-def diff_sweeps(this: ReportData, other: ReportData) -> SweepDiff:
-    mine = {_key(d): d for d in this.decisions}
-    theirs = {_key(d): d for d in other.decisions}
+def diff_sweeps(this: StoredSweep, other: StoredSweep) -> SweepDiff:
+    mine = {_key(d): d for d in this.report.decisions}
+    theirs = {_key(d): d for d in other.report.decisions}
     rows = [DiffRow(arm=key[0], row=row_label(this.config, key[1], key[2]), load=load_label(key[3], key[4]),
                     this=mine.get(key), other=theirs.get(key))
             for key in sorted(mine.keys() | theirs.keys())]
     rows.sort(key=lambda r: not r.flipped)  # stable: flipped first, each group in key order
     a, b = contract_params(this.config), contract_params(other.config)
     changes = [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
-    return SweepDiff(this_id=this.sweep_id, other_id=other.sweep_id,
-                     fingerprint_changes=changed_parts(other.fingerprint, this.fingerprint),
+    return SweepDiff(this_id=this.id, other_id=other.id,
+                     fingerprint_changes=changed_parts(other.record.fingerprint, this.record.fingerprint),
                      contract_changes=changes, rows=rows)

@@ -1,7 +1,7 @@
 """What a sweep says first, as text: the verdict at the traffic mix (``MixVerdict``), and the
 cell decisions and gates grouped so that cells sharing a verdict and reason read as one line.
-The CLI, ``summary.md`` and the report all open with these; per-cell detail stays below them
-(the cost table, the negative-result cells) and in ``summary.json``."""
+The terminal, ``summary.md`` and the report all open with these, in the one section order
+(``tasks.report.sections``); per-cell detail stays below them (the cost table, the negative-result cells)."""
 
 import os
 from collections.abc import Mapping, Sequence
@@ -14,6 +14,7 @@ from specfleet.stats.variance import RunNoise
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.detection import Detection
 from specfleet.verdicts.mix import GateCheck, MixCell, MixFigures, MixVerdict
+from specfleet.verdicts.prompt_class import ClassVerdict
 from specfleet.verdicts.traffic_mix import TrafficMix
 from tasks.report import fmt
 from tasks.report.tables import Column, gate_line, markdown_table
@@ -104,6 +105,12 @@ def mix_lines(verdicts: Sequence[MixVerdict]) -> list[str]:
     lines = [f"traffic mix: {mix_description(verdicts[0].mix)}"]
     lines += [f"left out of every verdict: {shared}"] if shared else []
     return lines + [line for v in verdicts for line in mix_verdict_lines(v, left_out=shared is None)]
+
+
+def class_verdict_lines(verdicts: Sequence[ClassVerdict]) -> list[str]:
+    """One line per prompt class (and sampling mode): its verdict, the arm shown and why."""
+    return [f"{v.label}: {v.verdict}" + (f", {v.arm} ({v.method}, k={v.k})" if v.arm else "") + f": {v.reason}"
+            for v in verdicts] or [f"{fmt.NA}: no prompt class in the config"]
 
 
 INCONCLUSIVE_TITLE = "Inconclusive: this sweep could not tell (not negative results)"
@@ -199,11 +206,11 @@ def grouped_gate_lines(equivalence: Mapping[str, Sequence[GateResult]], quality:
 
 
 def mix_markdown(verdicts: Sequence[MixVerdict], per_class: bool = False) -> str:
-    """The first section of ``summary.md`` and of the report: the mix, each verdict's lines, the
-    figures as a table (and each class alone at the load shares when ``per_class``)."""
+    """The first section of ``summary.md`` and of the report, under its title: the mix, each verdict's
+    lines, the figures as a table (and each class alone at the load shares when ``per_class``)."""
     if not verdicts:
-        return f"## {MIX_TITLE}\n\n{fmt.NA}: no verdict at the traffic mix (the notes say why).\n"
-    lines = [f"## {MIX_TITLE}", "", f"Traffic mix: {mix_description(verdicts[0].mix)}.", ""]
+        return f"{fmt.NA}: no verdict at the traffic mix (the notes say why).\n"
+    lines = [f"Traffic mix: {mix_description(verdicts[0].mix)}.", ""]
     for v in verdicts:
         first, *rest = mix_verdict_lines(v)
         lines += [f"- **{first}**", *(f"  - {line.strip()}" for line in rest)]

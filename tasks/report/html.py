@@ -1,5 +1,6 @@
 """The self-contained HTML report: one Jinja2 template, figures inlined as base64 PNG,
-styles inline, nothing fetched when the file is opened."""
+styles inline, nothing fetched when the file is opened. Its sections of the sweep's report come first,
+in the one order (``tasks.report.sections``), then the figures."""
 
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from tasks.report.headline import (
     noise_lines,
 )
 from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
+from tasks.report.sections import TITLES
 from tasks.report.tables import (
     ACCEPTANCE_CAPTION,
     ACCEPTANCE_COLUMNS,
@@ -72,7 +74,7 @@ def _environment() -> Environment:
                        saving_range=fmt.saving_range, difference=fmt.difference, not_measured=not_measured_line)
     env.globals.update(load_label=load_label, negative_columns=[name for name, _ in NEGATIVE_COLUMNS],
                        negative_cells=_negative_cells, zip=zip, na=fmt.NA, mix_title=MIX_TITLE,
-                       inconclusive_title=INCONCLUSIVE_TITLE,
+                       inconclusive_title=INCONCLUSIVE_TITLE, titles=TITLES,
                        mix_description=mix_description, mix_verdict_lines=mix_verdict_lines, noise_lines=noise_lines,
                        mix_columns=MIX_COLUMNS, mix_class_columns=MIX_CLASS_COLUMNS, class_figures=class_figures,
                        not_measured_title=not_measured_title, predicted_caption=caption,
@@ -83,4 +85,5 @@ def _environment() -> Environment:
 
 
 def render_html(content: ReportContent) -> str:
-    return _environment().get_template(TEMPLATE).render(c=content, d=content.data, fig=draw(content))
+    return _environment().get_template(TEMPLATE).render(c=content, d=content.report, sweep=content.sweep,
+                                                                fig=draw(content))

@@ -17,7 +17,7 @@ from specfleet.measure.metrics import (
     ttft_series_ms,
 )
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
-from tasks.store.sweep import ReportData
+from tasks.store.sweep import StoredSweep
 from tasks.tracking.names import contract_params
 
 Series = Callable[[Iterable[RequestRecord]], list[float]]
@@ -26,8 +26,8 @@ READ_TOGETHER_NOTE_FRACTION = 0.5
 """Above this share of 0 ms chunk gaps the report says ITL per chunk reads low."""
 
 
-def main_cells(data: ReportData) -> list[CellResult]:
-    return [c for c in data.cells if c.usable and c.identity.phase == "main"]
+def main_cells(sweep: StoredSweep) -> list[CellResult]:
+    return [c for c in sweep.cells if c.usable and c.identity.phase == "main"]
 
 
 def _load_keys(cells: Sequence[CellResult]) -> list[tuple[str, float]]:
@@ -52,33 +52,33 @@ def _curve(arm: str, name: str, target_ms: float, series: Series,
     return LatencyCurve(arm, name, target_ms, [load_label(*key) for key in keys], values)
 
 
-def _records_by_load(data: ReportData, arm: str) -> dict[tuple[str, float], list[RequestRecord]]:
+def _records_by_load(sweep: StoredSweep, arm: str) -> dict[tuple[str, float], list[RequestRecord]]:
     by_load: dict[tuple[str, float], list[RequestRecord]] = defaultdict(list)
-    for c in main_cells(data):
+    for c in main_cells(sweep):
         if c.identity.arm == arm:
-            by_load[(c.identity.load_mode, c.identity.load_value)] += data.records.get(c.key, [])
+            by_load[(c.identity.load_mode, c.identity.load_value)] += sweep.records.get(c.key, [])
     return by_load
 
 
-def latency_curves(data: ReportData) -> list[tuple[LatencyCurve, LatencyCurve]]:
+def latency_curves(sweep: StoredSweep) -> list[tuple[LatencyCurve, LatencyCurve]]:
     """(TTFT, ITL) per arm; the ITL series is the one the SLO binds."""
-    slo = data.config.slo
+    slo = sweep.config.slo
     itl: Series = itl_per_chunk_series_ms if slo.itl_statistic == "per_chunk" else itl_per_token_series_ms
-    keys = _load_keys(main_cells(data))
+    keys = _load_keys(main_cells(sweep))
     out = []
-    for plan in arm_plans(data.config):
-        by_load = _records_by_load(data, plan.arm)
+    for plan in arm_plans(sweep.config):
+        by_load = _records_by_load(sweep, plan.arm)
         out.append((_curve(plan.arm, "TTFT", slo.ttft_ms, ttft_series_ms, by_load, keys),
                     _curve(plan.arm, f"ITL ({slo.itl_statistic.replace('_', ' ')})", slo.itl_ms, itl, by_load, keys)))
     return out
 
 
-def read_together_notes(data: ReportData) -> list[str]:
+def read_together_notes(sweep: StoredSweep) -> list[str]:
     """Arm and load where most chunk gaps were 0 ms: the client got those chunks in one read,
     so ITL per chunk reads low there (``metrics.chunks_read_together_fraction``)."""
     notes = []
-    for plan in arm_plans(data.config):
-        for (mode, value), records in sorted(_records_by_load(data, plan.arm).items()):
+    for plan in arm_plans(sweep.config):
+        for (mode, value), records in sorted(_records_by_load(sweep, plan.arm).items()):
             share = chunks_read_together_fraction(records)
             if share is not None and share > READ_TOGETHER_NOTE_FRACTION:
                 notes.append(f"{plan.arm} at {load_label(mode, value)}: {share:.0%} of chunk gaps were 0 ms "
@@ -86,13 +86,13 @@ def read_together_notes(data: ReportData) -> list[str]:
     return notes
 
 
-def acceptance_by_position(data: ReportData) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
+def acceptance_by_position(sweep: StoredSweep) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
     """Per prompt class and arm: accepted-prefix reach / drafts at each position, pooled over
     loads; and, per arm without telemetry, why (the cells' recorded reason)."""
     accepted: dict[tuple[str, str], list[int]] = defaultdict(list)
     drafts: dict[tuple[str, str], int] = defaultdict(int)
     missing: dict[str, str] = {}
-    for c in main_cells(data):
+    for c in main_cells(sweep):
         if c.identity.k is None:
             continue
         key = (c.identity.prompt_class, c.identity.arm)
@@ -105,8 +105,8 @@ def acceptance_by_position(data: ReportData) -> tuple[dict[str, dict[str, list[f
             sums[i] += n
         drafts[key] += c.spec_decode.num_drafts
     rates: dict[str, dict[str, list[float]]] = {}
-    for pc in data.config.prompt_classes:
-        for arm in (p.arm for p in arm_plans(data.config)):
+    for pc in sweep.config.prompt_classes:
+        for arm in (p.arm for p in arm_plans(sweep.config)):
             if drafts.get((pc.name, arm)):
                 rates.setdefault(pc.name, {})[arm] = [n / drafts[(pc.name, arm)] for n in accepted[(pc.name, arm)]]
     measured = {arm for per in rates.values() for arm in per}
@@ -123,14 +123,14 @@ class KVRow:
     note: str
 
 
-def kv_rows(data: ReportData) -> list[KVRow]:
+def kv_rows(sweep: StoredSweep) -> list[KVRow]:
     """KV pool per arm (a server property, from vllm:cache_config_info) and the share of the
     baseline's pool the speculative arm gives up."""
     info: dict[str, KVCacheInfo] = {}
-    for c in data.cells:
+    for c in sweep.cells:
         if c.kv_cache is not None:
             info.setdefault(c.identity.arm, c.kv_cache)
-    plans = arm_plans(data.config)
+    plans = arm_plans(sweep.config)
     base = info.get(plans[0].arm)
     base_tokens = base.kv_cache_size_tokens if base else None
     rows = []
@@ -157,12 +157,12 @@ class EnergyRow:
     note: str
 
 
-def energy_rows(data: ReportData) -> list[EnergyRow]:
+def energy_rows(sweep: StoredSweep) -> list[EnergyRow]:
     """Joules over SLO-qualified accepted tokens per arm and load, pooled over prompt classes."""
     groups: dict[tuple[str, tuple[str, float]], list[CellResult]] = defaultdict(list)
-    for c in main_cells(data):
+    for c in main_cells(sweep):
         groups[(c.identity.arm, (c.identity.load_mode, c.identity.load_value))].append(c)
-    order = {p.arm: i for i, p in enumerate(arm_plans(data.config))}
+    order = {p.arm: i for i, p in enumerate(arm_plans(sweep.config))}
     rows = []
     for (arm, load), cells in sorted(groups.items(), key=lambda item: (order[item[0][0]], item[0][1])):
         measured = [c for c in cells if c.energy.joules is not None]
@@ -178,14 +178,14 @@ def energy_rows(data: ReportData) -> list[EnergyRow]:
     return rows
 
 
-def contract_sections(data: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
+def contract_sections(sweep: StoredSweep) -> list[tuple[str, list[tuple[str, str]]]]:
     """The contract as it was measured: config sections (secrets redacted), the fingerprint
     (checkpoint and tokenizer hashes, engine and version) and each arm's speculative_config."""
-    fp = data.fingerprint
-    versions = sorted({c.engine_version for c in data.cells if c.engine_version})
+    fp = sweep.record.fingerprint
+    versions = sorted({c.engine_version for c in sweep.cells if c.engine_version})
     sections: list[tuple[str, list[tuple[str, str]]]] = [("sweep", [
-        ("sweep id", data.sweep_id), ("fingerprint", fp.digest), ("config file", data.config_source),
-        ("decisions", data.decisions_source)])]
+        ("sweep id", sweep.id), ("fingerprint", fp.digest), ("config file", sweep.record.config_source),
+        ("decisions", sweep.report.decided_by)])]
     sections.append(("fingerprint", [
         ("target sha256", fp.target or "n/a (checkpoint not readable when fingerprinted)"),
         ("tokenizer sha256", fp.tokenizer or "n/a (tokenizer not readable when fingerprinted)"),
@@ -194,11 +194,11 @@ def contract_sections(data: ReportData) -> list[tuple[str, list[tuple[str, str]]
         ("engine version in cells", ", ".join(versions) or "n/a (not recorded)"),
         ("hardware", json.dumps(fp.hardware, sort_keys=True))]))
     grouped: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for key, value in contract_params(data.config).items():
+    for key, value in contract_params(sweep.config).items():
         section, _, rest = key.partition(".")
         (grouped[section] if rest else sections[0][1]).append((rest or section, value))
     sections += list(grouped.items())
     sections.append(("arms (vLLM speculative_config)", [
         (p.arm, json.dumps(p.speculative_config, sort_keys=True) if p.speculative_config else "none (baseline)")
-        for p in arm_plans(data.config)]))
+        for p in arm_plans(sweep.config)]))
     return sections

@@ -19,7 +19,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from specfleet.economics.theory import ModelledAlpha, net_speedup
-from specfleet.planning.prediction import PREDICTED_LABEL
+from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from tasks.report import fmt
 from tasks.report.measures import PERCENTILES, EnergyRow, KVRow, LatencyCurve
 from tasks.report.predicted import PredictedCurve

@@ -16,14 +16,14 @@ import numpy as np
 
 from specfleet.contract import CellIdentity, arm_plans, load_label
 from specfleet.errors import InputError
-from specfleet.perfmodel import Calibration, Prediction, PredictionQuery, Predictor, calibrate
-from specfleet.perfmodel.predict import QUICK_REQUESTS
-from specfleet.planning.prediction import PREDICTED_LABEL
+from specfleet.perfmodel.calibrate import Calibration, calibrate
+from specfleet.perfmodel.predict import QUICK_REQUESTS, PredictionQuery, Predictor
+from specfleet.perfmodel.prediction import PREDICTED_LABEL, Prediction
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
 from tasks.report import fmt
 from tasks.report.tables import Column
-from tasks.store.sweep import ReportData
+from tasks.store.sweep import StoredSweep
 
 CURVE_REQUESTS = QUICK_REQUESTS
 """Requests simulated per predicted point (``specfleet predict`` simulates 256): keeps the view's
@@ -85,12 +85,12 @@ def concurrency_grid(measured: Sequence[int]) -> list[int]:
     return sorted({*values, *middles, 2 * values[-1]}) if values else []
 
 
-def measured_points(data: ReportData, sampling: str) -> list[MeasuredPoint]:
+def measured_points(sweep: StoredSweep, sampling: str) -> list[MeasuredPoint]:
     """The usable closed-loop cells at ``sampling``, each with its own interval (never pooled)."""
-    analysis = data.config.analysis
+    analysis = sweep.config.analysis
     rng = np.random.default_rng(analysis.seed)
-    order = {p.arm: i for i, p in enumerate(arm_plans(data.config))}
-    cells = sorted((c for c in data.cells if c.usable and c.identity.concurrency is not None
+    order = {p.arm: i for i, p in enumerate(arm_plans(sweep.config))}
+    cells = sorted((c for c in sweep.cells if c.usable and c.identity.concurrency is not None
                     and c.identity.sampling == sampling),
                    key=lambda c: (order[c.identity.arm], c.identity.prompt_class, c.identity.load_value,
                                   c.identity.phase != "main", c.identity.repeat))
@@ -99,9 +99,9 @@ def measured_points(data: ReportData, sampling: str) -> list[MeasuredPoint]:
         tps = cell.throughput.qualified_tokens_per_s
         if tps is None:
             continue
-        records = data.records.get(cell.key)
+        records = sweep.records.get(cell.key)
         if records:
-            sample = CellSample.from_records(cell, records, data.config.slo)
+            sample = CellSample.from_records(cell, records, sweep.config.slo)
             replicates = tps * bs.rate_replicates(sample.qualified_tokens, sample.durations_s, rng,
                                                   analysis.bootstrap_resamples)
             interval = bs.percentile_interval(tps, replicates, analysis.confidence, "requests")
@@ -150,9 +150,9 @@ def _arm_curves(points: _Points, cal: Calibration, arm: str, prompt_class: str,
     return by_c, by_k
 
 
-def predicted_view(data: ReportData) -> PredictedView:
+def predicted_view(sweep: StoredSweep) -> PredictedView:
     """Calibrate the model on the sweep and predict its curves at the sweep's first sampling mode."""
-    config = data.config
+    config = sweep.config
     sampling, seed = config.sampling[0].name, config.analysis.seed
     notes = []
     if len(config.sampling) > 1:
@@ -160,7 +160,7 @@ def predicted_view(data: ReportData) -> PredictedView:
                      f"{', '.join(s.name for s in config.sampling[1:])}")
     if config.load.rates_per_s:
         notes.append("open-loop rates are not drawn: specfleet predict --rate predicts one")
-    measured = measured_points(data, sampling)
+    measured = measured_points(sweep, sampling)
 
     def view(missing: list[str], curves: Sequence[tuple[list[PredictedCurve], list[PredictedCurve]]] = (),
              more_notes: Sequence[str] = ()) -> PredictedView:
@@ -168,12 +168,12 @@ def predicted_view(data: ReportData) -> PredictedView:
         for by_c, by_k in curves:
             unique = {id(p): p for curve in (*by_c, *by_k) for p in curve.predicted}
             predictions += sorted(unique.values(), key=lambda p: (p.load_value, p.k or 0))
-        return PredictedView(data.sweep_id, sampling, config.analysis.confidence, CURVE_REQUESTS, measured,
+        return PredictedView(sweep.id, sampling, config.analysis.confidence, CURVE_REQUESTS, measured,
                              [c for by_c, _ in curves for c in by_c], [c for _, by_k in curves for c in by_k],
                              predictions, missing, [*notes, *more_notes])
 
     try:
-        cal = calibrate(data.sweep_id, config, data.cells, data.records, seed=seed)
+        cal = calibrate(sweep.id, config, sweep.cells, sweep.records, seed=seed)
     except InputError as error:
         return view([f"no predicted curve: the performance model could not be calibrated: {error}"])
     if not cal.concurrency:

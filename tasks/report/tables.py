@@ -15,10 +15,10 @@ from specfleet.contract.matrix import load_label
 from specfleet.gates.engine_findings import EngineCheck
 from specfleet.gates.quality import QualityCheck
 from specfleet.measure.acceptance import ClassAcceptance
+from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from specfleet.planning.not_measured import NotMeasuredCell
-from specfleet.planning.prediction import PREDICTED_LABEL
+from specfleet.report.sweep_report import ArmSummary
 from specfleet.results import AcceptanceDistribution
-from specfleet.results.summary import ArmSummary
 from specfleet.stats.quality import GateResult
 from specfleet.verdicts.kpolicy import KPolicyReport
 from specfleet.verdicts.policy_arm import PolicyComparison

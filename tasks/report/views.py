@@ -1,4 +1,4 @@
-"""What the decision sections show, derived from ``ReportData`` (no drawing here): a speedup
+"""What the decision sections show, derived from the stored sweep and its report (no drawing here): a speedup
 matrix per arm, and the modelled grid beside the measurement. The verdict per prompt class is the
 core's (``specfleet.verdicts.prompt_class``)."""
 
@@ -11,7 +11,7 @@ from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.stats.bootstrap import Interval
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.prompt_class import row_label
-from tasks.store.sweep import ReportData
+from tasks.store.sweep import StoredSweep
 
 GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -43,15 +43,16 @@ class HeatMap:
     cells: dict[tuple[str, str], HeatCell]
 
 
-def heat_maps(data: ReportData) -> list[HeatMap]:
-    rows = [row_label(data.config, pc.name, s.name) for pc in data.config.prompt_classes for s in data.config.sampling]
-    cols = loads(data.decisions)
+def heat_maps(sweep: StoredSweep) -> list[HeatMap]:
+    config = sweep.config
+    rows = [row_label(config, pc.name, s.name) for pc in config.prompt_classes for s in config.sampling]
+    cols = loads(sweep.report.decisions)
     maps = []
-    for plan in arm_plans(data.config)[1:]:
+    for plan in arm_plans(sweep.config)[1:]:
         cells = {}
-        for d in (d for d in data.decisions if d.slice.arm == plan.arm):
+        for d in (d for d in sweep.report.decisions if d.slice.arm == plan.arm):
             s = d.slice
-            cells[(row_label(data.config, s.prompt_class, s.sampling), load_label(s.load_mode, s.load_value))] = \
+            cells[(row_label(sweep.config, s.prompt_class, s.sampling), load_label(s.load_mode, s.load_value))] = \
                 HeatCell(d.interval, d.verdict, d.reason_code, d.beyond_noise,
                          d.cost.break_even_speedup if d.cost else None)
         maps.append(HeatMap(plan.arm, rows, cols, cells))
@@ -74,12 +75,12 @@ class TheoryRow:
     note: str
 
 
-def theory_rows(data: ReportData, draft_cost_ratio: float) -> list[TheoryRow]:
+def theory_rows(sweep: StoredSweep, draft_cost_ratio: float) -> list[TheoryRow]:
     """Per decision: implied alpha (model) from the measured tokens per step over all steps (what
     speedup follows; the counters' length is conditional on drafting), the model's S there, the
     measured speedup."""
     out = []
-    for d in data.decisions:
+    for d in sweep.report.decisions:
         s, c = d.slice, d.comparison
         tokens = c.tokens_per_step if c else None
         alpha = implied_alpha(tokens, s.k) if tokens is not None else None
@@ -89,7 +90,7 @@ def theory_rows(data: ReportData, draft_cost_ratio: float) -> list[TheoryRow]:
                 f"{tokens:.3f} tokens per step exceed k + 1: streams inconsistent with the model" if alpha is None else
                 "" if d.interval else f"no measured speedup ({d.reason_code})")
         out.append(TheoryRow(
-            arm=s.arm, k=s.k, row=row_label(data.config, s.prompt_class, s.sampling),
+            arm=s.arm, k=s.k, row=row_label(sweep.config, s.prompt_class, s.sampling),
             load=load_label(s.load_mode, s.load_value), mean_acceptance_length=c.mean_acceptance_length if c else None,
             tokens_per_step=tokens, implied_alpha=alpha,
             modelled_speedup=None if alpha is None else net_speedup(ModelledAlpha(alpha), s.k, draft_cost_ratio),

@@ -1,16 +1,15 @@
 """The one reader of a stored sweep: ``sweep.json`` (``SweepRecord``: what the sweep measured,
-its resolved config included), its cells, per-request records, probes and ``summary.json``
-(``SweepSummary``), each read once and only when asked for.
+its resolved config included), its cells, per-request records, probes and its report
+(``summary.json``, ``specfleet.report.sweep_report.SweepReport``), each read once and only when asked for.
 
 Every command that reads an earlier sweep (report, plan ``--from``, predict, monitor, canary
 ``--from``, sync, the budget's timing, the aggregate step's noise history) goes through
-``StoredSweep``. When the sweep wrote its summary, what the summary holds (gates, decisions,
-k policies, verdicts at the mix) is taken from it and never derived again; only a sweep that
-stopped before aggregating is analysed here (``StoredSweep.report_data``).
+``StoredSweep``. When the sweep wrote its report, what it holds (gates, decisions, k policies,
+verdicts at the mix and per class) is taken from it and never derived again; only a sweep that
+stopped before aggregating is analysed here (``StoredSweep.report``).
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,36 +17,31 @@ from typing import Any, TypeVar
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from specfleet.contract import SweepConfig, arm_plans
-from specfleet.contract.base import RecordModel
+from specfleet.contract.base import RecordModel, known_format
 from specfleet.contract.fingerprint import Fingerprint
-from specfleet.contract.server_args import DeploymentArgs
 from specfleet.errors import InputError
-from specfleet.gates.engine_findings import EngineCheck, EngineChecks
-from specfleet.gates.equivalence import ArmEquivalence, EquivalenceProbe
-from specfleet.gates.quality import QualityCheck, QualityProbe
-from specfleet.planning.not_measured import NotMeasuredCell
+from specfleet.gates.engine_findings import EngineChecks
+from specfleet.gates.equivalence import EquivalenceProbe
+from specfleet.gates.quality import QualityProbe
+from specfleet.measure.acceptance import class_acceptance
+from specfleet.report.sweep_report import REPORT_FILE, SweepReport, decided, read_report
 from specfleet.results import CellResult, RequestRecord
-from specfleet.results.summary import SweepSummary
-from specfleet.stats.quality import GateResult
 from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
-from specfleet.stats.variance import RunNoise
 from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
-from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.evidence import earlier_runs
-from specfleet.verdicts.kpolicy import KPolicyReport
 from specfleet.verdicts.mix import MixVerdict
-from specfleet.verdicts.policy_arm import DerivedPolicies, PolicyComparison, with_policy_arms
-from specfleet.verdicts.table import DecisionRow, decision_rows, negative_cells
-from tasks.plan.config import load_sweep_config
+from specfleet.verdicts.policy_arm import DerivedPolicies, with_policy_arms
+from tasks.store.config import load_sweep_config
 from tasks.store.parquet import read_records_parquet
 from tasks.store.results import ProbeKind, probe_file
 
 Probe = TypeVar("Probe", EquivalenceProbe, QualityProbe)
 SWEEP_FILE = "sweep.json"
-SUMMARY_FILE = "summary.json"
 SUMMARY_MARKDOWN = "summary.md"
 ENGINE_CHECKS_FILE = "engine_checks.json"
+UNAGGREGATED_NOTE = ("the sweep stopped before aggregating: its counts are of the cells it stored, not of its plan "
+                     "(specfleet sweep --resume SWEEP_ID measures the rest)")
 POLICY_FILE = "policy.json"
 """The k policies the sweep derived to measure as arms (``policy.measure``, ``--policy-from``)."""
 SWEEP_FORMAT = 2
@@ -85,10 +79,7 @@ class SweepRecord(RecordModel):
     @field_validator("format")
     @classmethod
     def _known_format(cls, value: int) -> int:
-        if value > SWEEP_FORMAT:
-            raise ValueError(f"{value} was written by a newer specfleet; this one reads formats 1 to "
-                             f"{SWEEP_FORMAT} (upgrade specfleet)")
-        return value
+        return known_format(value, SWEEP_FORMAT)
 
     @model_validator(mode="after")
     def _config_held(self) -> "SweepRecord":
@@ -121,47 +112,6 @@ def stored_sweeps(results_dir: Path, name: str) -> list["StoredSweep"]:
     return sorted((s for s in found if s.record.name == name), key=lambda s: s.id, reverse=True)
 
 
-@dataclass(frozen=True)
-class ReportData:
-    """A stored sweep as the report, plan, predict, monitor and canary read it."""
-
-    sweep_id: str
-    sweep_dir: Path
-    config: SweepConfig
-    config_source: str
-    fingerprint: Fingerprint
-    cells: list[CellResult]
-    records: dict[str, list[RequestRecord]]
-    """Per-request records by cell key, for every cell that stored them."""
-    gates: dict[str, list[GateResult]]
-    """The equivalence gates per speculative arm, as its decisions consumed them."""
-    equivalence: list[ArmEquivalence]
-    """The tests behind them (empty for a summary written before they were stored)."""
-    quality: list[QualityCheck]
-    decisions: list[Decision]
-    cost_table: list[DecisionRow]
-    """One row per decision (the summary's rows, made once by the aggregate step)."""
-    negative_cells: list[DecisionRow]
-    policies: list[KPolicyReport]
-    mix: list[MixVerdict]
-    """The verdicts at the traffic mix (empty, with a note saying why, when none could be formed)."""
-    noise: list[RunNoise]
-    """The sweep's run-to-run noise per figure: the noise floor every interval includes."""
-    decisions_source: str
-    notes: list[str]
-    failed_cells: list[str]
-    not_measured: list[NotMeasuredCell]
-    """Cells the sweep's budget did not start, with their predictions (from its summary)."""
-    engine_checks: list[EngineCheck]
-    server_args: DeploymentArgs | None
-    policy_comparisons: list[PolicyComparison] = Field(default_factory=list)
-    """Each arm's server arguments, from the summary (None without one, or in one written before them)."""
-
-    @property
-    def baseline_arm(self) -> str:
-        return arm_plans(self.config)[0].arm
-
-
 class StoredSweep:
     """One sweep's results folder, read lazily: each part on first use, once."""
 
@@ -184,6 +134,10 @@ class StoredSweep:
     @property
     def id(self) -> str:
         return self.dir.name
+
+    @property
+    def baseline_arm(self) -> str:
+        return arm_plans(self.config)[0].arm
 
     @property
     def config(self) -> SweepConfig:
@@ -222,7 +176,7 @@ class StoredSweep:
 
     def contents_stamp(self) -> tuple[tuple[str, int], ...]:
         """Each stored cell and the summary with its modification time: equal stamps, equal contents."""
-        paths = [*sorted((self.dir / "cells").glob("*.json")), self.dir / SUMMARY_FILE]
+        paths = [*sorted((self.dir / "cells").glob("*.json")), self.dir / REPORT_FILE]
         return tuple((p.name, p.stat().st_mtime_ns) for p in paths if p.is_file())
 
     @cached_property
@@ -235,11 +189,19 @@ class StoredSweep:
         usable = {c.key for c in self.cells if c.usable}
         return {key: records for key, records in self.records.items() if key in usable}
 
+    @property
+    def aggregated(self) -> bool:
+        """Whether the sweep stored its report: a finished sweep (nothing read, the config included)."""
+        return (self.dir / REPORT_FILE).is_file()
+
     @cached_property
-    def summary(self) -> SweepSummary | None:
-        """``summary.json``; None while the sweep runs, or when it stopped before aggregating."""
-        path = self.dir / SUMMARY_FILE
-        return SweepSummary.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else None
+    def summary(self) -> SweepReport | None:
+        """The report the sweep stored (``summary.json``, of any format: ``read_report``); None while
+        the sweep runs, or when it stopped before aggregating."""
+        path = self.dir / REPORT_FILE
+        if not path.is_file():
+            return None
+        return read_report(path.read_text(encoding="utf-8"), self.config, f"{self.id}/{REPORT_FILE}")
 
     @cached_property
     def engine_checks(self) -> EngineChecks:
@@ -270,7 +232,7 @@ class StoredSweep:
             return []
         out: list[RunValue] = []
         earlier = [s for s in stored_sweeps(self.dir.parent, config.name) if s.id < self.id
-                   and s.record.fingerprint == self.record.fingerprint and s.summary is not None]
+                   and s.record.fingerprint == self.record.fingerprint and s.aggregated]
         for sweep in earlier[:config.analysis.noise_history]:
             records = sweep.usable_records
             samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
@@ -304,38 +266,38 @@ class StoredSweep:
                              earlier.quality_answers(), earlier.engine_checks.findings, earlier.noise_history(),
                              unmeasured).mix
 
-    def report_data(self) -> ReportData:
-        """The sweep as every reader shows it: the summary's gates, decisions and verdicts when it
-        wrote one (never recomputed), else an analysis of the stored cells, said so."""
-        summary = self.summary
-        if summary is not None and summary.noise:
-            return self._data(summary.gates, summary.equivalence, summary.quality, summary.decisions,
-                              (summary.cost_table, summary.negative_cells), summary.k_policy, summary.mix,
-                              summary.noise, f"the sweep's {SUMMARY_FILE}", summary.notes,
-                              summary.policy_comparisons)
+    @cached_property
+    def report(self) -> SweepReport:
+        """The sweep's report as every reader shows it: the one it stored (never recomputed), else
+        one made here from the stored cells, saying so. A stored report written before the
+        run-to-run noise was pooled has its decisions made again under today's rule."""
+        stored = self.summary
+        if stored is not None and stored.noise:
+            return stored
         analysis = self.analyse()
-        origin = (f"recomputed from the stored cells (the sweep wrote no {SUMMARY_FILE}: it stopped before aggregating)"
-                  if summary is None else f"recomputed from the stored cells (its {SUMMARY_FILE} was written before "
-                  "the run-to-run noise was pooled: its decisions followed an older rule)")
-        rows = (decision_rows(analysis.decisions, self.config), negative_cells(analysis.decisions, self.config))
-        return self._data(analysis.gates, analysis.equivalence, analysis.quality, analysis.decisions, rows,
-                          analysis.policies, analysis.mix, analysis.noise, origin, analysis.notes,
-                          analysis.policy_comparisons)
+        if stored is not None:
+            return stored.model_copy(update={**decided(self.config, analysis), "notes": analysis.notes,
+                                             "recomputed": f"recomputed from the stored cells (its {REPORT_FILE} "
+                                             "was written before the run-to-run noise was pooled: its decisions "
+                                             "followed an older rule)"})
+        return self._unaggregated(analysis)
 
-    def _data(self, gates: dict[str, list[GateResult]], equivalence: list[ArmEquivalence],
-              quality: list[QualityCheck], decisions: list[Decision],
-              rows: tuple[list[DecisionRow], list[DecisionRow]], policies: list[KPolicyReport],
-              mix: list[MixVerdict], noise: list[RunNoise], source: str, notes: list[str],
-              comparisons: list[PolicyComparison]) -> ReportData:
-        summary = self.summary
-        return ReportData(
-            sweep_id=self.id, sweep_dir=self.dir, config=self.config, config_source=self.record.config_source,
-            fingerprint=self.record.fingerprint, cells=self.cells, records=self.records, gates=gates,
-            equivalence=equivalence, quality=quality, decisions=decisions, cost_table=rows[0],
-            negative_cells=rows[1], policies=policies, mix=mix, noise=noise, decisions_source=source, notes=notes,
-            failed_cells=summary.failed_cells if summary is not None else [],
-            not_measured=summary.not_measured if summary is not None else [], engine_checks=self.engine_checks.checks,
-            server_args=summary.server_args if summary is not None else None, policy_comparisons=comparisons)
+    def _unaggregated(self, analysis: SweepAnalysis) -> SweepReport:
+        """The report of a sweep that stopped before aggregating, over the cells it stored: what it
+        planned and did not store is not known here (its plan is; ``--resume`` measures them)."""
+        cells = self.cells
+        return SweepReport(
+            **decided(self.config, analysis), sweep_id=self.id, config_name=self.config.name,
+            fingerprint=self.record.fingerprint.digest, resumed=False, cells_planned=len(cells),
+            cells_complete=sum(c.status != "failed" for c in cells), cells_ok=sum(c.status == "ok" for c in cells),
+            cells_invalid=sum(c.status == "invalid" for c in cells),
+            failed_cells=[f"{c.identity.label}: " + ("; ".join(c.reasons) or "failed")
+                          for c in cells if c.status == "failed"],
+            servers_started=0, arms=[], notes=[*analysis.notes, UNAGGREGATED_NOTE],
+            acceptance=class_acceptance([c for c in cells if not c.identity.synthetic], self.usable_records),
+            engine_checks=self.engine_checks.checks, results_dir=str(self.dir),
+            recomputed=f"recomputed from the stored cells (the sweep wrote no {REPORT_FILE}: it stopped before "
+                       "aggregating)")
 
 
 def read_derived_policies(sweep_dir: Path) -> DerivedPolicies | None:

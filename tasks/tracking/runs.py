@@ -25,14 +25,14 @@ from specfleet.contract import SweepConfig
 from specfleet.contract.fingerprint import Fingerprint
 from specfleet.errors import InputError
 from specfleet.production.canary import CanaryResult
+from specfleet.report.sweep_report import REPORT_FILE, SweepReport
 from specfleet.results import CellResult
-from specfleet.results.summary import SweepSummary
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.table import DecisionRow
 from tasks.arm.lifecycle import api_key
 from tasks.plan.versions import stack_versions
 from tasks.store.results import ResultsStore
-from tasks.store.sweep import SUMMARY_FILE, SUMMARY_MARKDOWN
+from tasks.store.sweep import SUMMARY_MARKDOWN
 from tasks.tracking.names import (
     acceptance_metrics,
     canary_metrics,
@@ -221,7 +221,7 @@ def _table(rows: Sequence[DecisionRow]) -> pd.DataFrame:
     return pd.DataFrame([row.model_dump(mode="json") for row in rows], columns=list(DecisionRow.model_fields))
 
 
-def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown: str) -> None:
+def log_sweep_summary(uri: str, parent_id: str, summary: SweepReport, markdown: str) -> None:
     """The sweep's summary, each figure once, on its parent run: ``summary.json`` (every decision, k
     policy, gate and verdict), the cost table as an MLflow table (one row per decision, the negative
     ones included, to filter and compare in the UI), ``summary.md``, and the figures nights are
@@ -230,7 +230,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
     artifacts = get_artifact_repository(client.get_run(parent_id).info.artifact_uri, tracking_uri=uri)
     artifacts.delete_artifacts(COST_TABLE)  # type: ignore[no-untyped-call]  # a resumed sweep replaces its table: log_table would append
     client.log_table(parent_id, _table(summary.cost_table), COST_TABLE)
-    client.log_dict(parent_id, summary.model_dump(mode="json"), SUMMARY_FILE)
+    client.log_dict(parent_id, summary.model_dump(mode="json"), REPORT_FILE)
     client.log_text(parent_id, markdown, SUMMARY_MARKDOWN)
     counts = {verdict: sum(row.verdict == verdict for row in summary.cost_table)
               for verdict in ("adopt", "reject", "inconclusive")}
@@ -250,7 +250,7 @@ def log_sweep_summary(uri: str, parent_id: str, summary: SweepSummary, markdown:
 
 
 def close_sweep_run(uri: str, parent_id: str, status: str) -> None:
-    """End the parent run with ``status`` (``specfleet.results.summary.run_status`` says which)."""
+    """End the parent run with ``status`` (``specfleet.report.sweep_report.run_status`` says which)."""
     MlflowClient(uri).set_terminated(parent_id, status)
 
 

@@ -23,8 +23,8 @@ from infra.vllm_gpu_wheel import STAMP, VERSIONS, wheel_dir
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.server_args import server_args, server_env
 from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.plan.config import load_sweep_config
 from tasks.plan.engine_support import RUNNER_ENV
+from tasks.store.config import load_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.gpu_parser]
 

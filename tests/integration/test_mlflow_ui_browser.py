@@ -25,7 +25,7 @@ from specfleet.contract import CellIdentity
 from specfleet.results.records import RequestRecord
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.tracking.runs import experiment_page, log_cell_runs, log_sweep_summary, open_sweep_run
 from tests.integration.reference import Tracking
 from tests.support.sweep_data import records, store_cell, write_config

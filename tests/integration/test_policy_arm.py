@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from specfleet.contract.arms import SCHEDULE_KEY
-from specfleet.results.summary import SweepSummary
+from specfleet.report.sweep_report import SweepReport
 from tasks.store.sweep import POLICY_FILE, StoredSweep
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, tiny_sweep_config
@@ -105,7 +105,7 @@ def test_the_derived_policy_runs_on_its_own_server_with_its_schedule(policy_swee
 def test_composed_and_measured_verdicts_are_side_by_side(policy_sweep: tuple[StoredSweep, str]) -> None:
     sweep, terminal = policy_sweep
     summary = sweep.summary
-    assert isinstance(summary, SweepSummary)
+    assert isinstance(summary, SweepReport)
     (compared,) = summary.policy_comparisons
     composed = next(v for v in summary.mix if v.name == "draft-k-policy-vllm49163")
     measured = next(v for v in summary.mix if v.name == "draft-policy")

@@ -38,14 +38,14 @@ from flows.revalidate import EVENT
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.planning.budget import cell_cost_s
 from specfleet.production.canary import VERDICT_EVENT
+from specfleet.report.sweep_report import SweepReport
 from specfleet.results import CellResult
-from specfleet.results.summary import SweepSummary
 from tasks.engine.server import log_tail
 from tasks.engine.startups import record_startup, recorded_startups, startup_key
 from tasks.fixtures.build import default_cache_root
 from tasks.plan.budget import cell_budget
-from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import plan_sweep
+from tasks.store.config import load_sweep_config
 from tasks.store.results import MIRROR_ENV
 from tests.integration.processes import marked_processes
 from tests.integration.services import PrefectServer, service
@@ -289,7 +289,7 @@ def test_the_fingerprint_event_runs_the_nightly_sweep_on_a_worker(
 
     # The budget stopped starting cells in time, the closing baseline ran, the run ended within it.
     (sweep_dir,) = Path(request["results_dir"]).iterdir()
-    summary = SweepSummary.model_validate_json((sweep_dir / "summary.json").read_text())
+    summary = SweepReport.model_validate_json((sweep_dir / "summary.json").read_text())
     assert set(_stored(sweep_dir)) == BRACKET, (request["budget"], summary.not_measured)
     assert not (sweep_dir / "logs" / "ngram-k3.log").exists()  # its server never started
     assert summary.failed_cells == [] and summary.servers_started == 2 and summary.decisions == []
@@ -312,7 +312,7 @@ def test_the_fingerprint_event_runs_the_nightly_sweep_on_a_worker(
     assert f"--continue: sweep {sweep_dir.name}, 1 of 3 cells left to measure" in output
     stored = _stored(sweep_dir)
     assert set(stored) == {*before, NGRAM} and {k: stored[k] for k in before} == before
-    summary = SweepSummary.model_validate_json((sweep_dir / "summary.json").read_text())
+    summary = SweepReport.model_validate_json((sweep_dir / "summary.json").read_text())
     assert summary.not_measured == [] and summary.servers_started == 1
     assert summary.cells_complete == summary.cells_planned == 3
     assert marked_processes(CONTINUED, CONTINUED_VALUE, grace_s=60.0) == []  # Ray and its server stopped

@@ -36,8 +36,8 @@ from specfleet.contract import arm_plans
 from tasks.cluster.session import ARM_RESOURCE, arm_resources, ray_session
 from tasks.cluster.stage import ARM_RETRIES, arm_report, arm_task
 from tasks.engine.ports import free_port
-from tasks.plan.config import load_sweep_config
 from tasks.plan.sweep_plan import ArmWork
+from tasks.store.config import load_sweep_config
 from tests.integration.processes import engine_processes, new_server_serving
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, standin_env, tiny_sweep_config

@@ -12,12 +12,12 @@ import pytest
 from specfleet.contract.prompts import PromptItem
 from specfleet.measure.telemetry import parse_kv_cache_info, parse_spec_decode_counters
 from tasks.arm.probes import greedy_probe
+from tasks.engine.distribution import engine_distribution
 from tasks.engine.engines import STANDIN_DISTRIBUTION, arm_engine
 from tasks.engine.features import engine_accepts_per_request_spec_metrics
 from tasks.engine.ports import free_port
 from tasks.engine.server import ArmServer, ArmStartError
 from tasks.loadgen import run_async
-from tasks.plan.versions import engine_distribution
 from tests.integration.sweep_configs import standin_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -25,8 +25,8 @@ from tasks.arm.lifecycle import SERVED_MODEL_NAME, probe_prompts
 from tasks.arm.probes import stochastic_probe
 from tasks.engine.server import ArmServer
 from tasks.loadgen.endpoint import ServerEndpoint
-from tasks.plan.config import load_sweep_config
 from tasks.plan.prompt_sets import load_prompt_class
+from tasks.store.config import load_sweep_config
 from tests.integration.idle_servers import IdleServers
 from tests.integration.sweep_configs import ROOT
 

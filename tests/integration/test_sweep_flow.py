@@ -18,8 +18,9 @@ from typer.testing import CliRunner, Result
 from cli.sweep import revalidate
 from flows.revalidate import EVENT, revalidate_flow
 from specfleet.gates.quality import QualityProbe
-from specfleet.results.summary import SweepSummary
+from specfleet.report.sweep_report import SweepReport
 from tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
+from tasks.report.sections import TITLES
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,
     CELLS,
@@ -90,13 +91,13 @@ def test_tables_on_the_parent_run_and_in_the_results_dir(reference: ReferenceSwe
 
 
 def test_the_verdict_at_the_mix_comes_first_and_is_on_the_parent_run(reference: ReferenceSweep) -> None:
-    summary = SweepSummary.model_validate_json((reference.store.dir / "summary.json").read_text())
+    summary = SweepReport.model_validate_json((reference.store.dir / "summary.json").read_text())
     assert summary.mix, summary.notes
     printed = reference.output
-    assert printed.index(MIX_TITLE) < printed.index("Decisions (") < printed.index("Equivalence and quality gates")
+    assert printed.index(MIX_TITLE) < printed.index(TITLES["decisions"]) < printed.index(TITLES["gates"])
     assert all(v.headline in printed for v in summary.mix)
     assert (reference.store.dir / "summary.md").read_text().index(MIX_TITLE) < \
-        (reference.store.dir / "summary.md").read_text().index("## Cost per million SLO-qualified tokens and decisions")
+        (reference.store.dir / "summary.md").read_text().index(f"## {TITLES['decisions']}")
     client = MlflowClient(reference.tracking.uri)
     parent = reference.runs("sweep")[0]
     assert client.get_experiment(parent.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
@@ -131,7 +132,7 @@ def test_acceptance_per_request_per_class_in_the_summary_and_on_the_parent_run(r
     """Per speculative arm and class, vLLM's per-request figures pool to the counters (both count
     drafting steps only); ngram's tokens per step over all steps read below them; the cost table
     carries both; summary.md and the parent run show them."""
-    summary = SweepSummary.model_validate(reference.summary())
+    summary = SweepReport.model_validate(reference.summary())
     rows = {row.arm: row for row in summary.acceptance}
     assert set(rows) == {"draft-k2", "ngram-k3"}
     logged = reference.runs("sweep")[0].data.metrics
@@ -151,7 +152,7 @@ def test_acceptance_per_request_per_class_in_the_summary_and_on_the_parent_run(r
 def test_the_quality_gate_ran_for_every_speculative_arm(reference: ReferenceSweep) -> None:
     """Every arm answered the code class's bundled scored set on the real engine; each speculative
     arm's gate compared its scores with the baseline's, and the sweep shows it everywhere."""
-    summary = SweepSummary.model_validate(reference.summary())
+    summary = SweepReport.model_validate(reference.summary())
     assert [(q.arm, q.prompt_class, q.sampling) for q in summary.quality] == [
         ("draft-k2", "code", "greedy"), ("ngram-k3", "code", "greedy")]
     parent = reference.runs("sweep")[0]

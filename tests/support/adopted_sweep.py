@@ -14,8 +14,8 @@ from specfleet.contract import CellIdentity
 from specfleet.gates.equivalence import EquivalenceProbe
 from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
 from specfleet.measure.metrics import assemble_cell
+from specfleet.report.sweep_report import SweepReport
 from specfleet.results import EnergyReading, SpecDecodeStats
-from specfleet.results.summary import SweepSummary
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tests.support.sweep_data import TOKENS, fake_models, records
@@ -53,7 +53,7 @@ END_WINDOW_S = {("code", 1): 4.04, ("code", 4): 3.98, ("chat", 1): 3.96, ("chat"
 class AdoptedSweep:
     root: Path
     plan: SweepPlan
-    summary: SweepSummary
+    summary: SweepReport
 
     @property
     def results(self) -> Path:

@@ -75,22 +75,21 @@ class ResampleSource:
         """``design``: a config whose requests per cell, repeats and analysis (confidence, server
         lives, error control) the synthetic sweeps take instead of the stored sweep's own, over the
         stored sweep's classes, loads and traffic (the configurations it has requests for)."""
-        data = stored.report_data()
-        baseline = data.baseline_arm
+        baseline, stored_config = stored.baseline_arm, stored.config
         cells: dict[ConfigKey, list[CellResult]] = {}
-        for cell in data.cells:
-            if cell.identity.arm == baseline and cell.key in data.records:
+        for cell in stored.cells:
+            if cell.identity.arm == baseline and cell.key in stored.records:
                 cells.setdefault(config_key(cell.identity), []).append(cell)
-        pools = {key: _pool(group, data.records) for key, group in cells.items()}
-        noise = next(n for n in data.noise if n.metric == "qualified_tokens_per_s")
+        pools = {key: _pool(group, stored.records) for key, group in cells.items()}
+        noise = next(n for n in stored.report.noise if n.metric == "qualified_tokens_per_s")
         if noise.server_var is None or noise.server_var <= 0:
             raise ValueError(f"{stored.id}: no positive server-to-server variance to give server lives "
                              f"({noise.server_var})")
-        config = data.config if design is None else data.config.model_copy(update={
+        config = stored_config if design is None else stored_config.model_copy(update={
             "analysis": design.analysis, "load": design.load.model_copy(update={
-                "concurrency": data.config.load.concurrency, "rates_per_s": data.config.load.rates_per_s})})
+                "concurrency": stored_config.load.concurrency, "rates_per_s": stored_config.load.rates_per_s})})
         config = config.model_copy(update={
-            "name": f"{SYNTHETIC}-{data.config.name}",
+            "name": f"{SYNTHETIC}-{stored_config.name}",
             "description": f"SYNTHETIC: resampled from the baseline requests of stored sweep {stored.id}"})
         return cls(stored.id, config, stored.record.fingerprint, pools, noise.server_var, stored.probes()[baseline],
                    stored.quality_answers()[baseline])

@@ -75,10 +75,15 @@ def _reaches(start: Path) -> set[str]:
 
 def test_no_decision_reads_a_prediction() -> None:
     """Predicted figures never enter a decision: nothing that decides imports the performance model
-    or the report's measured and predicted view, even through another module."""
+    or the report's measured and predicted view, even through another module. The model's labelled
+    output type (``specfleet.perfmodel.prediction``), which the report carries for the cells a budget
+    left out, is no part of the model, and the package's ``__init__`` imports nothing."""
     assert {"specfleet.perfmodel.predict", "tasks.report.predicted"} <= _reaches(ROOT / "tasks/report/content.py")
+    for typed in ("specfleet/perfmodel/__init__.py", "specfleet/perfmodel/prediction.py"):
+        assert {m for m in _reaches(ROOT / typed) if m.startswith("specfleet.perfmodel.")} <= {
+            "specfleet.perfmodel.prediction"}, typed
     for source in DECIDERS:
-        reached = _reaches(ROOT / source)
+        reached = _reaches(ROOT / source) - {"specfleet.perfmodel", "specfleet.perfmodel.prediction"}
         assert not {m for m in reached if m.startswith("specfleet.perfmodel") or m == "tasks.report.predicted"}, source
 
 
@@ -128,3 +133,59 @@ def test_unit_tests_mirror_the_packages() -> None:
         folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in {"__pycache__", "data"}}
         assert len(folders) >= 8
         assert {name for name in folders if not (ROOT / top / name / "__init__.py").is_file()} == set(), top
+
+
+FLOORS = {
+    "specfleet": (("contract",), ("results",), ("measure",), ("stats", "economics"), ("gates", "perfmodel"),
+                  ("verdicts",), ("planning", "production"), ("report",)),
+    "tasks": (("store", "loadgen", "fixtures"), ("engine",), ("plan",), ("arm",), ("cluster", "monitor", "tracking"),
+              ("analysis", "report", "canary")),
+}
+"""Each package's folders, lowest floor first: a folder imports only from the floors below its own;
+the modules at the package's root (``specfleet/errors.py``, ``tasks/progress.py``) sit under them all."""
+
+
+def _floor(top: str, name: str) -> int:
+    """The floor of ``top.name``: 0 for a root module, else 1 + its floor's index."""
+    return next((i + 1 for i, folders in enumerate(FLOORS[top]) for folder in folders if folder == name), 0)
+
+
+def _imports_up(path: Path, source: str | None = None) -> list[str]:
+    """The imports of ``path`` (a module under specfleet/ or tasks/) that reach a folder of its own
+    package on its own floor or above, other than its own folder."""
+    top, *inner = path.relative_to(ROOT).parts
+    own = inner[0] if len(inner) > 1 else None
+    here = _floor(top, own) if own is not None else 0
+    tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"))
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+              and node.level == 0}
+    up = []
+    for name in sorted(names):
+        parts = name.split(".")
+        if parts[0] != top or len(parts) < 2 or parts[1] == own or not (ROOT / top / parts[1]).is_dir():
+            continue
+        if _floor(top, parts[1]) >= here:
+            up.append(name)
+    return up
+
+
+def test_imports_run_down_the_floors() -> None:
+    """No module of specfleet/ or tasks/ imports from a folder on its own floor or a higher one
+    (``FLOORS``), and every folder has a floor."""
+    module = ROOT / "specfleet/results/records.py"
+    assert _imports_up(module, "from specfleet.verdicts.cell import Decision") == ["specfleet.verdicts.cell"]
+    assert _imports_up(module, "import specfleet.report.sweep_report") == ["specfleet.report.sweep_report"]
+    assert _imports_up(module, "from specfleet.contract import SweepConfig\nfrom specfleet.results import cell") == []
+    assert _imports_up(ROOT / "tasks/engine/features.py", "from tasks.plan.versions import stack_versions") == [
+        "tasks.plan.versions"]
+    assert _imports_up(ROOT / "tasks/store/sweep.py", "from tasks.loadgen.http import x") == ["tasks.loadgen.http"]
+    assert _imports_up(ROOT / "tasks/progress.py", "from tasks.store.results import x") == ["tasks.store.results"]
+    assert _imports_up(ROOT / "tasks/report/html.py", "from tasks.progress import x\nfrom tasks.store import y") == []
+    for top, floors in FLOORS.items():
+        folders = {p.name for p in (ROOT / top).iterdir() if (p / "__init__.py").is_file()}
+        assert folders == {name for floor in floors for name in floor}, top
+        modules = sorted((ROOT / top).rglob("*.py"))
+        assert len(modules) > 40
+        offenders = {str(p.relative_to(ROOT)): found for p in modules if (found := _imports_up(p))}
+        assert offenders == {}, top

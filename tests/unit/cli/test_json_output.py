@@ -16,7 +16,7 @@ from cli.output import stdout_to_stderr
 from cli.sweep import revalidate_json, sweep_json, sync_json
 from flows.revalidate import Revalidation
 from flows.sync import SyncResult
-from specfleet.results.summary import SweepSummary
+from specfleet.report.sweep_report import SweepReport
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 from tests.support.sweep_data import write_config
 
@@ -36,7 +36,7 @@ def test_sweep_json_says_where_the_sweep_went_and_holds_its_summary(sweep: Adopt
     assert (printed["summary_json"], printed["summary_md"]) == (str(folder / "summary.json"),
                                                                 str(folder / "summary.md"))
     assert printed["failed_cells"] == 1  # what makes the sweep exit 3
-    assert SweepSummary.model_validate(printed["summary"]) == summary  # summary.json's own shape
+    assert SweepReport.model_validate(printed["summary"]) == summary  # summary.json's own shape
 
 
 def test_revalidate_json_has_the_verdict_and_the_sweep_it_ran(sweep: AdoptedSweep) -> None:

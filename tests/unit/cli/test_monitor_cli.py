@@ -10,8 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from cli.main import app
-from specfleet.results.summary import SweepSummary
-from tasks.report.markdown import summary_markdown
+from specfleet.report.sweep_report import SweepReport
+from tasks.report.summary_md import summary_markdown
 from tests.support.adopted_sweep import GAP_MS, AdoptedSweep, adopted_sweep
 
 runner = CliRunner()
@@ -73,7 +73,7 @@ def test_annotations_name_the_speculation_off_server_stored_with_the_sweep(sweep
     rules, _ = _rules(sweep)
     command = shlex.split(str(_alerts(rules)[0]["annotations"]["rollback"]))  # type: ignore[index]
     assert command == ["python", "-m", "vllm.entrypoints.openai.api_server", *off]
-    saved = SweepSummary.model_validate_json((sweep.results / sweep.sweep_id / "summary.json").read_text())
+    saved = SweepReport.model_validate_json((sweep.results / sweep.sweep_id / "summary.json").read_text())
     assert saved.server_args == stored
     markdown = summary_markdown(saved)
     [adopted_mix] = [v for v in saved.mix if v.name == "draft-k2"]

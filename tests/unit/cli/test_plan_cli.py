@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from tasks.plan.config import load_sweep_config
+from tasks.store.config import load_sweep_config
 from tests.support.sweep_data import stored_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -129,7 +129,7 @@ def test_the_plan_reads_this_machines_recorded_noise_for_the_same_models(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specfleet.stats.variance import RunNoise
     from tasks.engine.noise_records import record_noise
-    from tasks.plan.config import load_sweep_config
+    from tasks.store.config import load_sweep_config
 
     monkeypatch.setenv("SPECFLEET_CACHE_DIR", str(tmp_path))
     noise = RunNoise(metric="qualified_tokens_per_s", identified="both", server_var=0.0004, run_var=0.0021, runs=40,

@@ -8,7 +8,7 @@ from cli.sweep import mlflow_ui_hint
 
 RENDER = Path(__file__).resolve().parents[3] / "cli" / "render.py"
 FORMATTING = ("rich", "typing", "pathlib", "specfleet.", "tasks.report.fmt", "tasks.report.headline",
-              "tasks.report.tables")
+              "tasks.report.tables", "tasks.report.terminal")
 """What rendering may import: the console, the pure core's types, and the report's line formatters."""
 
 

@@ -18,7 +18,7 @@ from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
 
 from flows.revalidate import EVENT
 from specfleet.production.canary import VERDICT_EVENT
-from tasks.plan.config import load_sweep_config
+from tasks.store.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = yaml.safe_load((ROOT / "infra" / "prefect" / "prefect.yaml").read_text())

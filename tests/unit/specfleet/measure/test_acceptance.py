@@ -21,7 +21,6 @@ from specfleet.measure.acceptance import (
     client_missing,
     client_steps,
     counter_mean_acceptance_length,
-    pooled_acceptance_length,
     pooled_tokens_per_step,
     request_acceptance,
     request_missing,
@@ -29,7 +28,7 @@ from specfleet.measure.acceptance import (
 )
 from specfleet.measure.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
-from specfleet.results.records import SPEC_KEY_PREFIX, UNCOUNTED_CHUNKS_KEY, RequestRecord
+from specfleet.results.records import SPEC_KEY_PREFIX, UNCOUNTED_CHUNKS_KEY, RequestRecord, pooled_acceptance_length
 from tests.support.records import request_record
 
 MS = 1_000_000

@@ -7,7 +7,8 @@ import pytest
 
 from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.errors import InputError
-from specfleet.perfmodel import Calibration, PredictionQuery, Predictor, calibrate, predict
+from specfleet.perfmodel.calibrate import Calibration, calibrate
+from specfleet.perfmodel.predict import PredictionQuery, Predictor, predict
 from specfleet.results import CellResult
 from specfleet.results.cell import KVCacheInfo
 from specfleet.results.records import RequestRecord

@@ -1,7 +1,7 @@
-"""One label on every predicted figure: specfleet.planning.prediction.PREDICTED_LABEL."""
+"""One label on every predicted figure: specfleet.perfmodel.prediction.PREDICTED_LABEL."""
 
+from specfleet.perfmodel.prediction import PREDICTED_LABEL, Prediction
 from specfleet.planning.estimate import SweepEstimate
-from specfleet.planning.prediction import PREDICTED_LABEL, Prediction
 
 
 def test_the_predicted_label_says_predicted_and_not_measured() -> None:

@@ -11,7 +11,7 @@ from specfleet.results import RequestRecord
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
 from specfleet.verdicts.cell import Decision
-from specfleet.verdicts.table import decision_rows, negative_cells
+from specfleet.verdicts.table import decision_rows, hardware_label
 from tests.support.synthetic_sweep import Sweep, bracketed, config, history
 
 CFG = config(loads=(4,))
@@ -193,8 +193,8 @@ def test_a_usable_cell_needs_its_sample_and_its_rate() -> None:
 
 def test_negative_cells_are_the_rejects_and_carry_the_same_detail() -> None:
     ds = decisions(k2=1.0, k4=0.5)
-    rows = decision_rows(ds, CFG)
-    negative = negative_cells(ds, CFG)
+    rows = decision_rows(ds, CFG.engine.name, hardware_label(CFG))
+    negative = [row for row in rows if row.verdict == "reject"]  # SweepReport.negative_cells
     assert len(rows) == 6 and {r.k for r in negative} == {4}  # draft-k2 is inconclusive: not a negative result
     assert {r.verdict for r in rows if r.k == 2} == {"inconclusive"}
     row = negative[0].model_dump(mode="json")

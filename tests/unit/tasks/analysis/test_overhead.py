@@ -9,7 +9,7 @@ from specfleet.results import ArmTiming
 from tasks.analysis.summary import aggregate
 from tasks.cluster.stage import ArmReport
 from tasks.plan.sweep_plan import plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.report.tables import OVERHEAD_COLUMNS
 from tests.support.sweep_data import write_config
 

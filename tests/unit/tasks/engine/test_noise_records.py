@@ -5,7 +5,7 @@ from pathlib import Path
 
 from specfleet.stats.variance import RunNoise
 from tasks.engine.noise_records import noise_key, record_noise, record_sweep_noise, recorded_noise, sweep_noise
-from tasks.plan.config import load_sweep_config
+from tasks.store.config import load_sweep_config
 from tests.support.sweep_data import stored_sweep
 
 ROOT = Path(__file__).resolve().parents[4]

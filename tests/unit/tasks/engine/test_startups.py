@@ -21,8 +21,8 @@ from tasks.engine.startups import (
     startup_key,
     startup_note,
 )
-from tasks.plan.config import load_sweep_config
 from tasks.plan.estimate import prior_timing
+from tasks.store.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[4]
 DEMO = ROOT / "configs" / "demo-cpu.yaml"

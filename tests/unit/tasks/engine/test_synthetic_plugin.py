@@ -16,7 +16,7 @@ from specfleet.contract import arm_plans
 from specfleet.contract.server_args import server_env
 from tasks.engine.synthetic_plugin import PLUGIN_GROUP, PLUGIN_PATH, arm_server_env, plugin_shipped
 from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
-from tasks.plan.config import load_sweep_config
+from tasks.store.config import load_sweep_config
 from tests.support.wheel import ROOT, build_wheel, entry_point_groups, top_level_modules, wheel_files
 
 SYNTHETIC = ROOT / "benchmarks" / "configs" / "perfmodel-synthetic.yaml"

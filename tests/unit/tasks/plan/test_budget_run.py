@@ -14,15 +14,15 @@ from cli.render import print_sweep_summary
 from specfleet.planning.budget import CellBudget, NotMeasured
 from specfleet.planning.estimate import estimate_sweep
 from specfleet.planning.timing import CalibratedTiming
+from specfleet.report.sweep_report import SweepReport, run_status
 from specfleet.results import ArmTiming
-from specfleet.results.summary import SweepSummary, run_status
 from tasks.analysis.summary import aggregate
 from tasks.arm.lifecycle import run_arm
 from tasks.cluster.stage import ArmReport
 from tasks.fixtures.build import fixture_architecture
 from tasks.plan.budget import cell_budget, plan_timing, scored_items
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tests.support.sweep_data import records, store_cell, write_config
 
 
@@ -135,7 +135,7 @@ def test_not_measured_cells_are_listed_apart_with_predictions_and_decide_nothing
     assert (cell.prediction.arm, cell.prediction.load_value) == ("draft-k2", 2.0)
     assert [d.slice.load_value for d in summary.decisions] == [1.0]  # the left-out cell decides nothing
     assert summary.mix and {v.headline.split(":")[0] for v in summary.mix} == {"PARTIAL (covers 50.0% of the mix)"}
-    stored = SweepSummary.model_validate(json.loads(summary.model_dump_json()))
+    stored = SweepReport.model_validate(json.loads(summary.model_dump_json()))
     assert stored.not_measured == summary.not_measured
     markdown = summary_markdown(summary)
     section = markdown.split("## Not measured (1 cell): the budget did not start them; --continue measures them; "

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from specfleet.errors import InputError
+from specfleet.report.sweep_report import REPORT_FILE
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.store.sweep import POLICY_FILE, SUMMARY_FILE, StoredSweep
+from tasks.store.sweep import POLICY_FILE, StoredSweep
 from tests.support.sweep_data import records, store_cell, write_config
 
 
@@ -33,7 +34,7 @@ def _measure_all(plan: SweepPlan) -> None:
 def _finished(root: Path) -> SweepPlan:
     plan = plan_sweep(_config(root), None, root / "results")
     _measure_all(plan)
-    plan.store.write_json(SUMMARY_FILE, aggregate(plan, []))
+    plan.store.write_json(REPORT_FILE, aggregate(plan, []))
     return plan
 
 
@@ -63,10 +64,10 @@ def test_a_follow_up_measures_the_chosen_policy_beside_its_own_baseline_and_resu
 
 def test_a_follow_up_refuses_a_changed_fingerprint_an_unfinished_sweep_and_nothing_to_measure(tmp_path: Path) -> None:
     earlier = _finished(tmp_path)
-    (earlier.store.dir / SUMMARY_FILE).rename(earlier.store.dir / "kept.json")
+    (earlier.store.dir / REPORT_FILE).rename(earlier.store.dir / "kept.json")
     with pytest.raises(InputError, match="the sweep wrote no summary"):
         plan_sweep(tmp_path / "sweep.yaml", None, tmp_path / "results", policy_from=earlier.sweep_id)
-    (earlier.store.dir / "kept.json").rename(earlier.store.dir / SUMMARY_FILE)
+    (earlier.store.dir / "kept.json").rename(earlier.store.dir / REPORT_FILE)
     (tmp_path / "draft" / "model.safetensors").write_bytes(b"retrained")
     with pytest.raises(InputError, match=r"draft changed since that sweep: its policy was chosen for what it"):
         plan_sweep(tmp_path / "sweep.yaml", None, tmp_path / "results", policy_from=earlier.sweep_id)
@@ -75,6 +76,6 @@ def test_a_follow_up_refuses_a_changed_fingerprint_an_unfinished_sweep_and_nothi
     config = write_config(other)  # specfleet's rule: no k is adopted on these cells
     plan = plan_sweep(config, None, other / "results")
     _measure_all(plan)
-    plan.store.write_json(SUMMARY_FILE, aggregate(plan, []))
+    plan.store.write_json(REPORT_FILE, aggregate(plan, []))
     with pytest.raises(InputError, match=r"no k policy to measure at sampling 'greedy' \(draft: "):
         plan_sweep(config, None, other / "results", policy_from=plan.sweep_id)

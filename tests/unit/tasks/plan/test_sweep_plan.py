@@ -8,11 +8,11 @@ import pytest
 from cli.render import print_sweep_summary
 from specfleet.errors import InputError
 from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
-from specfleet.results.summary import SweepSummary, run_status
+from specfleet.report.sweep_report import SweepReport, run_status
 from specfleet.verdicts.table import DecisionRow
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.report.tables import COST_COLUMNS, markdown_table
 from tasks.store.results import ResultsStore
 from tests.support.sweep_data import records, store_cell, write_config
@@ -122,7 +122,7 @@ def test_aggregate_makes_the_quality_gate_of_each_decision(tmp_path: Path, capsy
     assert "- draft-k2: quality FAILED: code/greedy: candidate 0.500 vs baseline 1.000 over 2 items" in \
         summary_markdown(summary)
     older = {k: v for k, v in summary.model_dump(mode="json").items() if k != "quality"}  # before the gate
-    assert SweepSummary.model_validate(older).quality == []
+    assert SweepReport.model_validate(older).quality == []
     print_sweep_summary(summary, "sqlite:///mlflow.db")  # the CLI prints it beside the greedy gate
     printed = capsys.readouterr().out
     assert "draft-k2: greedy_exact_match passed" in printed and "draft-k2: quality FAILED: code/greedy" in printed

@@ -26,9 +26,9 @@ from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
 from specfleet.gates.scored_set import ScoredSet
 from specfleet.measure.acceptance import NO_SERVER_FIGURES
 from specfleet.measure.metrics import assemble_cell
+from specfleet.report.sweep_report import SweepReport
 from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from specfleet.results.summary import SweepSummary
 from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
@@ -156,7 +156,7 @@ class Sweeps:
     root: Path
     first: SweepPlan
     second: SweepPlan
-    summary: SweepSummary
+    summary: SweepReport
     """What the aggregate step produced for the first sweep, before it was written."""
 
 
@@ -215,9 +215,9 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
     assert "recomputed from the stored cells" not in html  # the first sweep has its summary.json
     assert 'class="flip"' in html
     markdown = (out / "report.md").read_text()
-    for text in ("## Decision per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) |",
-                 "num_speculative_tokens_per_batch_size", "## Negative-result cells, rejected (",
-                 "## Inconclusive: this sweep could not tell", "## Held-out quality",
+    for text in ("## Verdict per prompt class", "| code | **adopt** | draft-k2 (draft_model, k=2) |",
+                 "num_speculative_tokens_per_batch_size", "## Negative-result cells (rejected)",
+                 "## Inconclusive: this sweep could not tell", "## Equivalence and quality gates",
                  "- draft-k3: quality passed: code/greedy: candidate 1.000 vs baseline 0.875 over 8 items",
                  "- draft-k2: quality gate not run: chat/greedy: prompt class 'chat' has no scored set",
                  f"## Against sweep {sweeps.second.sweep_id}", "decisions flipped", "## Measured and predicted",
@@ -225,20 +225,20 @@ def test_report_has_every_section_and_only_embedded_figures(sweeps: Sweeps, monk
                  "| draft-k2 | code | greedy | 2.40 | n/a | n/a | 2.00 [2.00 2.00 2.00] | 2.00 (+0.00) | 48 |"):
         assert text in markdown, text
     # the report opens with the verdict at the traffic mix, each arm's and the k policy's
-    assert markdown.index("## Verdict at the traffic mix") < markdown.index("## Decision per prompt class")
+    assert markdown.index("## Verdict at the traffic mix") < markdown.index("## Verdict per prompt class")
     assert html.index('<section id="mix">') < html.index('<section id="decision">')
-    summary = SweepSummary.model_validate_json((sweeps.first.store.dir / "summary.json").read_text())
+    summary = SweepReport.model_validate_json((sweeps.first.store.dir / "summary.json").read_text())
     assert summary.mix and all(f"**{v.headline}**" in markdown for v in summary.mix)
     assert any(v.name == "draft-k-policy" for v in summary.mix)
 
 
 def test_decisions_per_class_and_recomputed_sweep(sweeps: Sweeps) -> None:
-    first, second = (StoredSweep(s.store.dir).report_data() for s in (sweeps.first, sweeps.second))
+    first, second = (StoredSweep(s.store.dir) for s in (sweeps.first, sweeps.second))
     stored = json.loads((sweeps.first.store.dir / "summary.json").read_text())
-    assert [d.model_dump(mode="json") for d in first.decisions] == stored["decisions"]
-    assert second.decisions_source.startswith("recomputed")
+    assert [d.model_dump(mode="json") for d in first.report.decisions] == stored["decisions"]
+    assert second.report.decided_by.startswith("recomputed")
     content = build_content(first, 0.05, against=second, with_predicted=False)
-    verdicts = {v.prompt_class: v for v in content.verdicts}
+    verdicts = {v.prompt_class: v for v in content.report.class_verdicts}
     code = verdicts["code"]
     assert code.verdict == "adopt" and code.arm == "draft-k2" and code.figures is not None
     low, high = code.figures.pessimistic_saving_fraction, code.figures.optimistic_saving_fraction
@@ -261,8 +261,8 @@ def test_acceptance_is_named_apart_and_speedup_is_read_from_tokens_per_step(swee
     """Speculating cells stream 2 tokens a chunk while their counters say 1 + 140 / 100 drafts: the
     cost table shows both, the per-request view pools both loads, and the model's implied alpha
     is read from the tokens per step over all steps, never from the length conditional on drafting."""
-    content = build_content(StoredSweep(sweeps.first.store.dir).report_data(), 0.05, with_predicted=False)
-    row = next(r for r in content.rows
+    content = build_content(StoredSweep(sweeps.first.store.dir), 0.05, with_predicted=False)
+    row = next(r for r in content.report.cost_table
                if (r.method, r.k, r.prompt_class, r.concurrency) == ("draft_model", 2, "code", 1))
     assert row.mean_acceptance_length == pytest.approx(2.4) and row.tokens_per_step == pytest.approx(2.0)
     theory = next(t for t in content.theory if (t.arm, t.row, t.load) == ("draft-k2", "code", "c1"))
@@ -294,7 +294,7 @@ def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> N
     three gaps 0 ms: the report names that arm and load, and only that one."""
     from tasks.report.measures import main_cells, read_together_notes
 
-    data = StoredSweep(sweeps.first.store.dir).report_data()
+    data = StoredSweep(sweeps.first.store.dir)
     assert read_together_notes(data) == []
     keys = {c.key for c in main_cells(data) if c.identity.arm == "draft-k2" and c.identity.load_value == 4}
     assert keys
@@ -303,7 +303,9 @@ def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> N
         return dataclasses.replace(r, chunk_ns=tuple(r.chunk_ns[i - i % 3] for i in range(len(r.chunk_ns))))
 
     records = {key: [read_in_threes(r) for r in recs] if key in keys else recs for key, recs in data.records.items()}
-    [note] = read_together_notes(dataclasses.replace(data, records=records))
+    read = StoredSweep(sweeps.first.store.dir)
+    vars(read)["records"] = records  # the cached records, as if the stored chunks had come in threes
+    [note] = read_together_notes(read)
     assert note.startswith("draft-k2 at c4: 6") and "chunks read together" in note
 
 
@@ -323,18 +325,18 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     from mlflow import MlflowClient
 
     from specfleet.verdicts.table import DecisionRow
-    from tasks.report.markdown import summary_markdown
+    from tasks.report.summary_md import summary_markdown
     from tasks.tracking.runs import log_sweep_summary, open_sweep_run
 
     made = sweeps.summary
     verdicts = {d.verdict for d in made.decisions}
     assert verdicts == {"adopt", "reject", "inconclusive"}
     assert any(d.cost and d.cost.pessimistic_saving_fraction for d in made.decisions)
-    data = StoredSweep(sweeps.first.store.dir).report_data()
-    assert data.decisions_source == "the sweep's summary.json"
-    assert data.decisions == made.decisions and data.policies == made.k_policy
+    data = StoredSweep(sweeps.first.store.dir)
+    assert data.report.decided_by == "the sweep's summary.json"
+    assert data.report == made
     content = build_content(data, draft_cost_ratio=0.05, with_predicted=False)
-    assert content.rows == made.cost_table and content.negative == made.negative_cells
+    assert content.report.cost_table == made.cost_table and content.report.negative_cells == made.negative_cells
 
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -348,7 +350,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     assert len(logged_rows) == len(made.cost_table)
     assert all(_same(logged, row) for logged, row in zip(logged_rows, made.cost_table, strict=True))
     stored = json.loads(Path(client.download_artifacts(parent, "summary.json", str(tmp_path))).read_text())
-    assert SweepSummary.model_validate(stored) == made
+    assert SweepReport.model_validate(stored) == made
     run = client.get_run(parent)
     quality = {k: v for k, v in run.data.metrics.items() if k.startswith("quality.ngram-k3.code.greedy.")}
     assert quality == pytest.approx({
@@ -366,7 +368,7 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
 @pytest.fixture(scope="module")
 def content(sweeps: Sweeps) -> ReportContent:
     """The first sweep's report, with the measured and predicted view."""
-    return build_content(StoredSweep(sweeps.first.store.dir).report_data(), 0.05)
+    return build_content(StoredSweep(sweeps.first.store.dir), 0.05)
 
 
 def test_the_view_draws_measured_cells_and_marks_what_it_predicts(content: ReportContent) -> None:
@@ -374,7 +376,7 @@ def test_the_view_draws_measured_cells_and_marks_what_it_predicts(content: Repor
     k (1 to one past the largest measured, 3); each measured cell a point with its own interval."""
     view = content.predicted
     assert view is not None
-    usable = [c for c in content.data.cells if c.usable]
+    usable = [c for c in content.sweep.cells if c.usable]
     assert len(view.measured) == len(usable)
     for m in view.measured:
         t = m.qualified_tokens_per_s
@@ -406,8 +408,8 @@ def test_what_the_model_cannot_predict_is_one_line_each_never_a_figure(content: 
     assert all("no usable cell of arm ngram" in line for line in view.missing)
     assert not any(p.method == "ngram" for p in view.predictions)
     assert any("no spec-decode counters" in note for note in view.notes)
-    data = content.data
-    failed = dataclasses.replace(data, cells=[c.model_copy(update={"status": "failed"}) for c in data.cells])
+    failed = StoredSweep(content.sweep.dir)
+    vars(failed)["cells"] = [c.model_copy(update={"status": "failed"}) for c in content.sweep.cells]  # as if stored so
     empty = predicted_view(failed)
     assert len(empty.missing) == 1 and "could not be calibrated" in empty.missing[0]
     assert empty.predictions == [] and empty.across_concurrency == [] and empty.measured == []
@@ -417,7 +419,7 @@ def test_predictions_enter_no_decision(content: ReportContent) -> None:
     """The report built with and without the view has the same decisions, verdicts, policies, gates and
     noise floors, and its markdown differs by the view's section alone."""
     with_view = content
-    without = dataclasses.replace(build_content(content.data, 0.05, with_predicted=False),
+    without = dataclasses.replace(build_content(content.sweep, 0.05, with_predicted=False),
                                   generated_at=with_view.generated_at)
     assert with_view.predicted is not None and with_view.predicted.predictions and without.predicted is None
     assert dataclasses.replace(with_view, predicted=None) == without
@@ -432,7 +434,7 @@ SENTINEL = re.compile(r"(?<![\w.,])7[78]\d,?\d{3}(?:\.\d+)?(?![\w])")
 def _with_sentinels(view: PredictedView) -> PredictedView:
     """The view with every predicted float replaced by a distinct number from 777001 up (no measured figure
     of this sweep comes near), so each one's place in the rendered text can be found."""
-    from specfleet.perfmodel import Prediction
+    from specfleet.perfmodel.prediction import Prediction
 
     counter = itertools.count(777_001)
 

@@ -24,10 +24,10 @@ from cli.main import app
 from specfleet.errors import InputError
 from specfleet.planning.timing import PriorTiming
 from tasks.canary.context import CanaryLoad, sweep_context
-from tasks.plan.config import load_sweep_config
 from tasks.plan.estimate import calibrated_timing, prior_timing
 from tasks.report.content import build_content
 from tasks.report.markdown import render_markdown
+from tasks.store.config import load_sweep_config
 from tasks.store.sweep import SWEEP_FORMAT, StoredSweep
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 
@@ -78,7 +78,7 @@ def nothing_derived() -> Iterator[list[str]]:
 def test_reading_a_finished_sweep_runs_no_gate_and_no_analysis(sweep: AdoptedSweep) -> None:
     results, sweep_id = str(sweep.results), sweep.sweep_id
     with nothing_derived() as called:
-        data = StoredSweep.find(sweep_id, sweep.results).report_data()
+        data = StoredSweep.find(sweep_id, sweep.results)
         markdown = render_markdown(build_content(data, 0.05), "report.html")  # the report
         planned = calibrated_timing(StoredSweep.find(sweep_id, sweep.results), demo_prior())  # plan --from
         predicted = runner.invoke(app, ["predict", sweep_id, "--results-dir", results, "--arm", "draft-k2",
@@ -88,8 +88,8 @@ def test_reading_a_finished_sweep_runs_no_gate_and_no_analysis(sweep: AdoptedSwe
     assert called == []
     assert predicted.exit_code == 0 and rules.exit_code == 0, (predicted.output, rules.output)
     assert planned.calibration.sweep_id == sweep_id
-    assert data.decisions == sweep.summary.decisions and data.gates == sweep.summary.gates
-    assert data.decisions_source == "the sweep's summary.json"
+    assert data.report.decisions == sweep.summary.decisions and data.report.gates == sweep.summary.gates
+    assert data.report.decided_by == "the sweep's summary.json"
     assert "draft-k2: greedy_exact_match passed" in markdown and "ngram-k3: greedy_exact_match FAILED" in markdown
     assert canary.arm == "draft-k2"
 
@@ -99,10 +99,12 @@ def test_a_sweep_without_a_summary_is_analysed_and_says_so(sweep: AdoptedSweep, 
     shutil.copytree(sweep.plan.store.dir, copy)
     (copy / "summary.json").unlink()
     with nothing_derived() as called, pytest.raises(AssertionError, match="analyse_sweep ran"):
-        StoredSweep(copy).report_data()
+        _ = StoredSweep(copy).report
     assert called == ["analyse_sweep"]
-    data = StoredSweep(copy).report_data()
-    assert data.decisions_source.startswith("recomputed from the stored cells (the sweep wrote no summary.json")
+    data = StoredSweep(copy).report
+    assert data.decided_by.startswith("recomputed from the stored cells (the sweep wrote no summary.json")
+    assert data.cells_planned == len(list(sweep.plan.store.cells()))
+    assert [v.verdict for v in data.class_verdicts] == [v.verdict for v in sweep.summary.class_verdicts]
     assert [(d.verdict, d.reason_code) for d in data.decisions] == [
         (d.verdict, d.reason_code) for d in sweep.summary.decisions]
 
@@ -123,7 +125,7 @@ def test_sweep_json_holds_the_config_so_a_moved_config_changes_nothing(sweep: Ad
     (copy / "sweep.json").write_text(json.dumps(record | {"config_source": str(tmp_path / "gone.yaml")}))
     stored = StoredSweep(copy)
     assert stored.config == sweep.plan.config
-    assert stored.report_data().decisions == sweep.summary.decisions
+    assert stored.report.decisions == sweep.summary.decisions
 
 
 def test_a_newer_format_is_refused_in_one_line(sweep: AdoptedSweep, tmp_path: Path) -> None:
@@ -150,20 +152,21 @@ def test_a_sweep_written_by_ce4142f_is_read(tmp_path: Path) -> None:
         _ = StoredSweep(copy).config
     (copy / "sweep.json").write_text(json.dumps(record | {"config": str(copy / "demo-cpu.yaml")}))
     stored = StoredSweep(copy)
-    data = stored.report_data()
+    data = stored.report
     assert stored.record.format == 1 and stored.summary is not None and not stored.summary.noise
-    assert data.decisions_source.startswith("recomputed from the stored cells (its summary.json was written before")
-    assert len(data.cells) == stored.summary.cells_planned and set(data.records) == {c.key for c in data.cells}
+    assert stored.summary.format == 1 and data.decided_by.startswith(
+        "recomputed from the stored cells (its summary.json was written before")
+    assert len(stored.cells) == data.cells_planned and set(stored.records) == {c.key for c in stored.cells}
     assert [d.slice for d in data.decisions] == [d.slice for d in stored.summary.decisions]
-    assert data.noise and data.mix and data.equivalence
-    markdown = render_markdown(build_content(data, 0.05, with_predicted=False), "report.html")
+    assert data.noise and data.mix and data.equivalence and data.class_verdicts
+    markdown = render_markdown(build_content(stored, 0.05, with_predicted=False), "report.html")
     assert sweep_id in markdown.splitlines()[0]
 
 
 def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
         sweep: AdoptedSweep, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sweep's ``SweepSummary``, made once by the aggregate step and stored, is the object every
+    """The sweep's ``SweepReport``, made once by the aggregate step and stored, is the object every
     output renders: its verdicts at the mix, its noise and its cost table are found, as the same
     figures, in the terminal, ``summary.md``, the report (HTML and markdown) and MLflow."""
     from mlflow import MlflowClient
@@ -171,8 +174,8 @@ def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
     from cli.render import print_sweep_summary
     from specfleet.verdicts.table import DecisionRow
     from tasks.report.headline import mix_lines, noise_lines
-    from tasks.report.markdown import summary_markdown
     from tasks.report.publish import write_report
+    from tasks.report.summary_md import summary_markdown
     from tasks.report.tables import NEGATIVE_COLUMNS
     from tasks.tracking.runs import log_sweep_summary, open_sweep_run
 
@@ -181,7 +184,7 @@ def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
     terminal = capsys.readouterr().out
     markdown = summary_markdown(summary)
     with nothing_derived() as called:
-        files = write_report(build_content(StoredSweep(sweep.plan.store.dir).report_data(), 0.05,
+        files = write_report(build_content(StoredSweep(sweep.plan.store.dir), 0.05,
                                            with_predicted=False), tmp_path / "report")
     assert called == []
     report_html, report_md = html.unescape(files.html.read_text()), files.markdown.read_text()

@@ -9,7 +9,7 @@ from mlflow import MlflowClient
 
 from tasks.analysis.summary import aggregate
 from tasks.plan.sweep_plan import plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.tracking.runs import close_sweep_run, last_validated, log_cell_runs, log_sweep_summary, open_sweep_run
 from tests.support.sweep_data import records, store_cell, write_config
 

@@ -16,7 +16,7 @@ from flows.tracker import SweepTracker
 from tasks.analysis.summary import aggregate
 from tasks.engine.ports import free_port
 from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.markdown import summary_markdown
+from tasks.report.summary_md import summary_markdown
 from tasks.store.results import atomic_write_text
 from tests.support.sweep_data import records, store_cell, write_config
 

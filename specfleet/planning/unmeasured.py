@@ -8,9 +8,9 @@ from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.errors import InputError
 from specfleet.perfmodel.calibrate import Calibration, calibrate
 from specfleet.perfmodel.predict import QUICK_REQUESTS, PredictionQuery, predict
+from specfleet.perfmodel.prediction import Prediction
 from specfleet.planning.budget import NotMeasured
 from specfleet.planning.not_measured import NotMeasuredCell
-from specfleet.planning.prediction import Prediction
 from specfleet.results import CellResult, RequestRecord
 
 

@@ -1,0 +1,1 @@
+"""The sweep's report: what the aggregate step decided, once, as every output shows it."""

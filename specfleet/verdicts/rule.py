@@ -16,8 +16,13 @@ by the t's tail, not mistaken for precision. A part whose unbiased estimate read
 nothing to se^2 (a variance is not negative), but its sampling variance stays in the variance of
 se^2: a server part read from two server lives rests on about one degree of freedom, and a claim
 that carries it gets the few degrees of freedom, and the wide t, that it has (a first night's
-server part that reads low is then covered by the t's tail rather than dropped). Where the sweep
-has no estimate of run-to-run noise a claim has no interval.
+server part that reads low is then covered by the t's tail rather than dropped). A claim's
+degrees of freedom are at most n_eff - 1, n_eff = (sum of c)^2 / sum of c^2 the effective number
+of independent noise terms it averages (c: each run's |a| x run sd, each server life's |sum of a
+there| x server sd): a cell compared on one candidate window (n_eff about 3) is as heavy-tailed as
+that window's noise, and only averaging makes the t's normal tails right; a claim over many
+windows keeps its Satterthwaite degrees of freedom. Where the sweep has no estimate of run-to-run
+noise a claim has no interval.
 
 The rule, three verdicts on the corrected interval against the claim's break-even (the speedup
 that saves a whole replica; 1 for a plain "faster"):
@@ -121,9 +126,11 @@ class ClaimResult:
 
 @dataclass(frozen=True)
 class _Terms:
-    """A claim's variance coefficients of (server_var, run_var)."""
+    """A claim's variance coefficients of (server_var, run_var), and the sums of its terms' absolute
+    coefficients (server lives', runs') that its effective number of terms is made of."""
 
     q: FloatArray
+    l1: FloatArray
 
 
 @dataclass(frozen=True)
@@ -198,7 +205,8 @@ class Family:
         for run, w in zip(self.runs, a, strict=True):
             if w:
                 sums[run.server] = sums.get(run.server, 0.0) + w
-        return _Terms(np.array([sum(x**2 for x in sums.values()), float(np.sum(a**2))]))
+        return _Terms(np.array([sum(x**2 for x in sums.values()), float(np.sum(a**2))]),
+                      np.array([sum(abs(x) for x in sums.values()), float(np.sum(np.abs(a)))]))
 
     def _noise(self, claim: Claim) -> RunNoise:
         return self.noise[claim.metric]
@@ -206,14 +214,17 @@ class Family:
     def _spread(self, claim: Claim, terms: _Terms) -> _Spread:
         """se^2 = q . (server_var, run_var), a part the unbiased estimate puts below 0 taken as 0 (a
         variance is not negative); Satterthwaite df from the covariance of both parts, the one read
-        below 0 included: its uncertainty is not dropped with its estimate."""
+        below 0 included: its uncertainty is not dropped with its estimate; at most n_eff - 1, the
+        claim's effective number of independent noise terms less one."""
         noise = self._noise(claim)
         if not noise.estimated:
             return _Spread(0.0, 1.0)
-        variance = max(float(terms.q @ np.maximum(noise.parts(), 0.0)), 1e-300)
+        parts = np.maximum(noise.parts(), 0.0)
+        variance = max(float(terms.q @ parts), 1e-300)
         var_of_var = float(terms.q @ noise.cov() @ terms.q)
         df = 2.0 * variance**2 / var_of_var if var_of_var > 0 else 1e6
-        return _Spread(float(np.sqrt(variance)), float(min(max(df, 1.0), 1e6)))
+        n_eff = float(terms.l1 @ np.sqrt(parts)) ** 2 / variance
+        return _Spread(float(np.sqrt(variance)), float(min(max(min(df, n_eff - 1.0), 1.0), 1e6)))
 
     def _basis(self, claim: Claim) -> Basis:
         return "runs" if self._noise(claim).estimated else "none"

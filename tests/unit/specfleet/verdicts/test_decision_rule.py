@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specfleet.stats.runs import RunValue
+from specfleet.stats.runs import Metric, RunValue
 from specfleet.stats.variance import estimate_noise
 from specfleet.verdicts import rule
 from specfleet.verdicts.detection import detection
@@ -181,33 +181,51 @@ def test_a_first_night_with_a_real_server_part_adopts_nothing_wrongly_beyond_its
     assert wrong_adopt / sweeps <= 0.05 and wrong_reject / sweeps <= 0.05, (wrong_adopt, wrong_reject)
 
 
-def first_night(rng: np.random.Generator, server_share: float, seed: int, tau: float = 0.2) -> dict[str, ClaimResult]:
-    """One simulated first night at true speedup 1: per-cell and per-arm mix claims."""
-    metric = "qualified_tokens_per_s"
+def test_heavy_tailed_windows_wrongly_decide_nothing_beyond_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twelve configurations, three arms, one run per cell, t3 run noise (heavier tails than normal,
+    the same variance), every true speedup 1: a sweep adopts or rejects anything in at most 5 % of
+    sweeps. Each cell rests on one candidate window; with the pooled noise's Satterthwaite degrees of
+    freedom alone (not capped at the cell's n_eff - 1) 29 of these 120 sweeps decided something."""
+    monkeypatch.setattr(rule, "MAX_T_DRAWS", 1_500)
+    rng = np.random.default_rng(7)
+    sweeps, wrong = 120, 0
+    for n in range(sweeps):
+        results = first_night(rng, server_share=0.0, seed=n, configs=12, tails="t3")
+        wrong += any(r.verdict != "inconclusive" for r in results.values())
+    assert wrong / sweeps <= 0.05, wrong
+
+
+def first_night(rng: np.random.Generator, server_share: float, seed: int, tau: float = 0.2, configs: int = 6,
+                tails: str = "normal") -> dict[str, ClaimResult]:
+    """One simulated first night at true speedup 1: per-cell and per-arm mix claims; every draw normal,
+    or t with 3 degrees of freedom scaled to the same variance."""
+    metric: Metric = "qualified_tokens_per_s"
     server_sd, run_sd = np.sqrt(server_share) * tau, np.sqrt(1.0 - server_share) * tau
     offsets: dict[str, float] = {}
     found: list[RunValue] = []
 
-    def run(arm: str, i: int, server: str) -> None:
-        offset = offsets.setdefault(server, float(rng.normal(0.0, server_sd)))
-        found.append(RunValue(metric, f"{arm}{i}{server}", arm, config(i), server,
-                              3.0 + offset + float(rng.normal(0.0, run_sd))))
+    def draw(sd: float) -> float:
+        return sd * float(rng.standard_t(3) / np.sqrt(3.0) if tails == "t3" else rng.normal())
 
-    for i in range(6):
+    def run(arm: str, i: int, server: str) -> None:
+        offset = offsets.setdefault(server, draw(server_sd))
+        found.append(RunValue(metric, f"{arm}{i}{server}", arm, config(i), server, 3.0 + offset + draw(run_sd)))
+
+    for i in range(configs):
         for life in ("opening", "closing"):
             run("baseline", i, f"baseline/{life}")
     for a in range(3):
-        for i in range(6):
+        for i in range(configs):
             run(f"arm{a}", i, f"arm{a}")
-    fam = Family(found, {metric: estimate_noise(found, metric, CONFIDENCE)}, CONFIDENCE, seed=seed)  # type: ignore[dict-item]
+    fam = Family(found, {metric: estimate_noise(found, metric, CONFIDENCE)}, CONFIDENCE, seed=seed)
     for a in range(3):
         mix: dict[int, float] = {}
-        for i in range(6):
+        for i in range(configs):
             cand = [j for j, r in enumerate(found) if r.arm == f"arm{a}" and r.config == config(i)]
             base = [j for j, r in enumerate(found) if r.arm == "baseline" and r.config == config(i)]
             weights = {j: 1.0 / len(cand) for j in cand} | {j: -1.0 / len(base) for j in base}
             fam.add(Claim(f"cell{a}/{i}", "cell", sum(found[j].log_value * w for j, w in weights.items()), weights))
             for j, w in weights.items():
-                mix[j] = mix.get(j, 0.0) + w / 6
+                mix[j] = mix.get(j, 0.0) + w / configs
         fam.add(Claim(f"mix{a}", "mix", sum(found[j].log_value * w for j, w in mix.items()), mix))
     return fam.decide()

@@ -50,7 +50,7 @@ RUN python3 -m pip list --format=freeze \
     && PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --constraint image-pins.txt \
         "ray[default]==${RAY_VERSION}" /opt/specfleet \
     && python3 -m pip list --format=freeze | grep -iE '^vllm==0\.33\.' \
-    && python3 -c "import vllm, ray, prefect, mlflow, flows.sweep, tasks.cluster.stage" \
+    && python3 -c "import vllm, ray, prefect, mlflow, specfleet_flows.sweep, specfleet_tasks.cluster.stage" \
     && rm -rf build ./*.egg-info image-pins.txt
 
 # Numeric, so Kubernetes can check runAsNonRoot.

@@ -35,7 +35,7 @@ $(ENV_STAMP):
 install: $(ENV_STAMP)
 	@if [ -d $(VENV) ] && [ ! -L $(VENV) ]; then rm -rf $(VENV); fi
 	@test "$$(readlink $(VENV))" = "$(ENV_DIR)" || ln -sfn $(ENV_DIR) $(VENV)
-	@test "$$(cd / && env -u PYTHONPATH $(CURDIR)/$(BIN)/python -c 'import cli, pathlib; print(pathlib.Path(cli.__file__).parents[1])' 2>/dev/null)" = "$(CURDIR)" \
+	@test "$$(cd / && env -u PYTHONPATH $(CURDIR)/$(BIN)/python -c 'import specfleet_cli, pathlib; print(pathlib.Path(specfleet_cli.__file__).parents[1])' 2>/dev/null)" = "$(CURDIR)" \
 		|| $(BIN)/python -m pip install $(PIP_QUIET) --no-deps --no-build-isolation -e .
 
 # Headless Chromium for the MLflow UI browser test (Debian's package; needs root or sudo).
@@ -63,11 +63,16 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The unit tier starts nothing, so it runs on two workers (pytest-xdist); `test-unit` leaves out the
+# simulations marked slow. The integration tier runs in one process: its servers are shared per session.
+UNIT_WORKERS := -n 2 --dist worksteal
+
 test-unit: install
-	$(BIN)/pytest -m "not integration"
+	$(BIN)/pytest -m "not integration and not slow" $(UNIT_WORKERS)
 
 test: install browser prometheus lint fixtures vllm-gpu-wheels
-	$(BIN)/pytest --durations=15
+	$(BIN)/pytest -m "not integration" $(UNIT_WORKERS) --durations=10
+	$(BIN)/pytest -m integration --durations=15
 
 demo: install
 	$(BIN)/specfleet demo

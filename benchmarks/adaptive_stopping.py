@@ -28,7 +28,7 @@ from specfleet.errors import InputError
 from specfleet.results import CellResult, RequestRecord
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper, Precision, RequestStats, precision
-from tasks.store.sweep import SWEEP_FILE, StoredSweep
+from specfleet_tasks.store.sweep import SWEEP_FILE, StoredSweep
 
 EXACT = 1e-9
 """The target when every cell's intervals have zero width (identical requests): any positive one is met."""

@@ -138,7 +138,8 @@ def measure_figures(result: dict[str, object], max_tokens: int) -> dict[str, flo
 def _measure_command(base_url: str, streams: int, requests: int, tokens: int, prompts: Path) -> list[str]:
     """The console script beside this interpreter, as a user runs it (``python -c`` where there is none)."""
     script = Path(sys.executable).with_name("specfleet")
-    head = [str(script)] if script.is_file() else [sys.executable, "-c", "from cli.main import entry; entry()"]
+    entry = "from specfleet_cli.main import entry; entry()"
+    head = [str(script)] if script.is_file() else [sys.executable, "-c", entry]
     return [*head, "measure", "--endpoint", base_url, "--model", "synthetic", "--prompts", str(prompts),
             "--concurrency", str(streams), "--requests", str(requests), "--warmup", "0",
             "--max-tokens", str(tokens), "--json"]
@@ -243,7 +244,7 @@ def accuracy(client: str, base_url: str, streams: int, scratch: Path) -> Accurac
 def prepare(scratch: Path, requests: int) -> None:
     """A prompt file with one distinct prompt per request (the paced server logs sends per prompt)
     and a small tokenizer for vLLM's random prompts (the synthetic server ignores both)."""
-    from tasks.fixtures.tokenizer import save_tokenizer, train_tokenizer
+    from specfleet_tasks.fixtures.tokenizer import save_tokenizer, train_tokenizer
 
     lines = (json.dumps({"id": f"r{i}", "prompt": f"r{i}"}) for i in range(requests))
     (scratch / "prompts.jsonl").write_text("\n".join(lines) + "\n")

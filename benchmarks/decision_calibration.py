@@ -72,9 +72,9 @@ from specfleet.verdicts.analysis import Verdicts, decide_sweep
 from specfleet.verdicts.evidence import earlier_runs
 from specfleet.verdicts.prompt_class import class_verdicts
 from specfleet.verdicts.traffic_mix import cell_token_shares, effective_mix
-from tasks.plan.sweep_plan import Phase, planned_cells
-from tasks.store.config import load_sweep_config
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.plan.sweep_plan import Phase, planned_cells
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.store.sweep import StoredSweep
 
 if TYPE_CHECKING:
     from benchmarks.decision_verdicts import NoiseTruth
@@ -379,7 +379,7 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
         measured = {m: estimate_noise([r for r in noise_runs if r.metric == m], m, config.analysis.confidence)
                     for m in METRICS}
     else:
-        from tasks.canary.context import NO_SWEEP, no_noise
+        from specfleet_tasks.canary.context import NO_SWEEP, no_noise
 
         measured, noise_runs = no_noise(config.analysis.confidence, NO_SWEEP), []
     family, claims = canary_family(classes, noise_runs, measured, config.slo, config.analysis)

@@ -41,8 +41,8 @@ from specfleet.planning.power import (
 from specfleet.stats.runs import RunValue
 from specfleet.stats.variance import NoiseDesign, RunNoise
 from specfleet.verdicts.rule import Claim, ClaimKind, Family
-from tasks.plan.power import planned_servers
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.plan.power import planned_servers
+from specfleet_tasks.store.config import load_sweep_config
 
 FloatArray = npt.NDArray[np.float64]
 ROOT = Path(__file__).resolve().parents[1]

@@ -59,7 +59,6 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.results_record import cpu_model, write_result
-from cli.report import DEFAULT_DRAFT_COST_RATIO
 from specfleet.contract import ArmSpec, CellIdentity, SweepConfig, arm_plans, load_label
 from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.errors import InputError
@@ -82,7 +81,8 @@ from specfleet.perfmodel.predict import PredictionQuery, predict
 from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.noise import baseline_noise, noise_for
 from specfleet.verdicts.cell import Decision
-from tasks.store.sweep import StoredSweep
+from specfleet_cli.report import DEFAULT_DRAFT_COST_RATIO
+from specfleet_tasks.store.sweep import StoredSweep
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO_ROOT / "benchmarks" / "configs" / "perfmodel-dense.yaml"
@@ -666,7 +666,7 @@ def run_sweep(config: Path, results_dir: Path) -> tuple[str | None, int]:
     """``specfleet sweep CONFIG`` as a subprocess, its output passed through; (sweep id, exit code)."""
     results_dir.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{(results_dir / TRACKING_DB).resolve()}"
-    command = [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", str(config.resolve()),
+    command = [sys.executable, "-c", "from specfleet_cli.main import entry; entry()", "sweep", str(config.resolve()),
                "--results-dir", str(results_dir.resolve()), "--tracking-uri", uri]
     path = os.pathsep.join([str(REPO_ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
     print("running: " + " ".join(command[3:]), flush=True)

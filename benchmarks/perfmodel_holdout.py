@@ -33,7 +33,7 @@ from specfleet.errors import InputError
 from specfleet.perfmodel.calibrate import calibrate
 from specfleet.perfmodel.predict import PredictionQuery, predict
 from specfleet.results import CellResult
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.store.sweep import StoredSweep
 
 FIGURES = ("output_tokens_per_s", "qualified_tokens_per_s", "tpot_p50", "ttft_p50", "itl_p50")
 Config = tuple[str, str, str, float, str]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from specfleet.contract.durations import parse_duration_s
 from specfleet.report.sweep_report import REPORT_FILE
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.store.config import load_sweep_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
@@ -76,7 +76,7 @@ class SweepRun:
 
 
 def specfleet(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-c", "from cli.main import entry; entry()", *args]
+    command = [sys.executable, "-c", "from specfleet_cli.main import entry; entry()", *args]
     return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
 
 

@@ -32,7 +32,7 @@ from benchmarks.results_record import write_result
 from specfleet.contract.arms import k_at_batch, schedule_text
 from specfleet.errors import InputError
 from specfleet.perfmodel.calibrate import calibrate
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.store.sweep import StoredSweep
 
 
 @dataclass(frozen=True)

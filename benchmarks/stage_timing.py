@@ -1,6 +1,6 @@
 """How long a budgeted sweep takes to time its next cells (issue 31: under one second on ``make
 demo``'s sweep). Before a budgeted stage starts, the sweep calibrates its plan on the newest
-finished sweep of its config (``tasks.plan.budget.cell_budget``): this reads that sweep's cells,
+finished sweep of its config (``specfleet_tasks.plan.budget.cell_budget``): this reads that sweep's cells,
 records and arm timings through ``StoredSweep``, and must never re-run its gates or analysis.
 
 Usage: ``python benchmarks/stage_timing.py SWEEP_DIR [--config configs/demo-cpu.yaml] [--runs 5]``,
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from benchmarks.results_record import write_result
-from tasks.plan.budget import cell_budget
-from tasks.plan.sweep_plan import plan_sweep
-from tasks.store.sweep import SWEEP_FILE, StoredSweep
+from specfleet_tasks.plan.budget import cell_budget
+from specfleet_tasks.plan.sweep_plan import plan_sweep
+from specfleet_tasks.store.sweep import SWEEP_FILE, StoredSweep
 
 GOAL_S = 1.0
 

@@ -8,7 +8,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.errors import exit_on_error
 from specfleet.economics.cost import fleet_cost, kv_capacity
 from specfleet.economics.theory import (
     ModelledAlpha,
@@ -20,6 +19,7 @@ from specfleet.economics.theory import (
 )
 from specfleet.errors import InputError
 from specfleet.stats.bootstrap import speedup_text
+from specfleet_cli.errors import exit_on_error
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 console = Console()

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import ExitCode, check_load_flags, exit_on_error
+from specfleet_cli.errors import ExitCode, check_load_flags, exit_on_error
 
 
 def canary(
@@ -43,8 +43,8 @@ def canary(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Compare a speculative replica with a baseline replica per prompt class: promote, hold or rollback."""
-    from flows.canary import run_and_publish
-    from tasks.canary.context import CanaryLoad
+    from specfleet_flows.canary import run_and_publish
+    from specfleet_tasks.canary.context import CanaryLoad
 
     with exit_on_error():
         check_load_flags(concurrency, rate)
@@ -58,7 +58,7 @@ def canary(
     if as_json:
         print(json.dumps(run.result.model_dump(mode="json")))
     else:
-        from cli.render import print_canary
+        from specfleet_cli.render import print_canary
 
         print_canary(run.result, run.canary_dir)
     if run.result.verdict == "rollback":

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli.errors import exit_on_error
+from specfleet_cli.errors import exit_on_error
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 progress_console = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -27,8 +27,8 @@ def build(
     ] = None,
 ) -> None:
     """Build the tokenizer, target and distilled draft, or reuse a cached build."""
-    from tasks.fixtures.build import build_fixtures
-    from tasks.fixtures.progress import BuildDisplay
+    from specfleet_tasks.fixtures.build import build_fixtures
+    from specfleet_tasks.fixtures.progress import BuildDisplay
 
     with exit_on_error(), BuildDisplay(progress_console) as display:
         paths = build_fixtures(cache_dir, progress=display)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from cli.errors import exit_on_error
+from specfleet_cli.errors import exit_on_error
 
 if TYPE_CHECKING:
     from specfleet.contract import SweepConfig
@@ -35,7 +35,7 @@ def main(
 @app.command()
 def version(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Print the versions of specfleet, vLLM, Prefect, Ray and MLflow."""
-    from tasks.plan.versions import stack_versions
+    from specfleet_tasks.plan.versions import stack_versions
 
     versions = stack_versions()
     if as_json:
@@ -54,8 +54,8 @@ def validate(
     starts, and show the matrix it expands into (with --json, each arm's server command)."""
     from specfleet.contract import arm_plans, cell_identities
     from specfleet.planning.budget import budgeted
-    from tasks.plan.preflight import check_inputs, config_base_dir
-    from tasks.plan.prompt_sets import load_scored_sets
+    from specfleet_tasks.plan.preflight import check_inputs, config_base_dir
+    from specfleet_tasks.plan.prompt_sets import load_scored_sets
 
     with exit_on_error():
         sweep = budgeted(check_inputs(config), None)
@@ -85,9 +85,9 @@ def validate(
 def _server_commands(sweep: "SweepConfig") -> list[dict[str, object]]:
     """Each arm's server command and environment as the sweep starts it here (fixture names unbuilt)."""
     from specfleet.contract.server_args import arm_server_commands
-    from tasks.arm.lifecycle import SERVED_MODEL_NAME
-    from tasks.engine.features import per_request_spec_metrics
-    from tasks.plan.models import named_models
+    from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+    from specfleet_tasks.engine.features import per_request_spec_metrics
+    from specfleet_tasks.plan.models import named_models
 
     commands = arm_server_commands(sweep, named_models(sweep), SERVED_MODEL_NAME, per_request_spec_metrics)
     return [command.model_dump(mode="json") for command in commands]
@@ -96,7 +96,7 @@ def _server_commands(sweep: "SweepConfig") -> list[dict[str, object]]:
 def _plan_headline(config: Path) -> "tuple[SweepEstimate | None, str | None]":
     """The prior's plan of a valid config, or why it cannot be formed (validate still passes)."""
     from specfleet.errors import InputError
-    from tasks.plan.estimate import plan_sweep_estimate
+    from specfleet_tasks.plan.estimate import plan_sweep_estimate
 
     try:
         times, _ = plan_sweep_estimate(config, None, None, Path("results"))
@@ -106,14 +106,14 @@ def _plan_headline(config: Path) -> "tuple[SweepEstimate | None, str | None]":
 
 
 def _mount() -> None:
-    from cli import calc, fixtures, monitor, stats
-    from cli.canary import canary
-    from cli.measure import measure
-    from cli.plan import plan
-    from cli.predict import predict
-    from cli.report import report
-    from cli.sweep import demo, revalidate, sweep, sync
-    from cli.traffic import traffic
+    from specfleet_cli import calc, fixtures, monitor, stats
+    from specfleet_cli.canary import canary
+    from specfleet_cli.measure import measure
+    from specfleet_cli.plan import plan
+    from specfleet_cli.predict import predict
+    from specfleet_cli.report import report
+    from specfleet_cli.sweep import demo, revalidate, sweep, sync
+    from specfleet_cli.traffic import traffic
 
     app.command()(measure)
     app.command()(traffic)

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import check_load_flags, exit_on_error
 from specfleet.contract import SamplingSpec, SLOSpec
 from specfleet.results import CellResult, DistributionSummary
-from tasks.loadgen.http import CONNECT_TIMEOUT_S
+from specfleet_cli.errors import check_load_flags, exit_on_error
+from specfleet_tasks.loadgen.http import CONNECT_TIMEOUT_S
 
 NO_SLO_MS = float("inf")
 
@@ -86,12 +86,12 @@ def measure(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Measure one cell against a running endpoint (a canary, a replica, an arm started by hand)."""
-    from tasks.arm.cell import endpoint_cell_plan, measure_cell
-    from tasks.arm.energy import EnergyWindow, find_counter
-    from tasks.engine.endpoint_check import check_openai_endpoint
-    from tasks.loadgen import ServerEndpoint, run_async
-    from tasks.plan.prompt_sets import resolve_prompts
-    from tasks.store.results import ResultsStore
+    from specfleet_tasks.arm.cell import endpoint_cell_plan, measure_cell
+    from specfleet_tasks.arm.energy import EnergyWindow, find_counter
+    from specfleet_tasks.engine.endpoint_check import check_openai_endpoint
+    from specfleet_tasks.loadgen import ServerEndpoint, run_async
+    from specfleet_tasks.plan.prompt_sets import resolve_prompts
+    from specfleet_tasks.store.results import ResultsStore
 
     with exit_on_error():
         check_load_flags(concurrency, rate)
@@ -113,6 +113,6 @@ def measure(
     if as_json:
         print(json.dumps(result))
         return
-    from cli.render import print_measurement
+    from specfleet_cli.render import print_measurement
 
     print_measurement(result)

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.errors import exit_on_error
-from cli.output import print_json
+from specfleet_cli.errors import exit_on_error
+from specfleet_cli.output import print_json
 
 if TYPE_CHECKING:
     from specfleet.production.monitor_basis import MonitorBasis
@@ -49,8 +49,8 @@ def rules(
     """Write Prometheus recording and alerting rules: tokens per decode step below the sweep's
     break-even, or below its own figure by more than its noise floor, per load bucket."""
     from specfleet.contract.durations import duration_flag
-    from tasks.monitor.rules import rules_yaml, sweep_basis, write_rules
-    from tasks.store.sweep import StoredSweep
+    from specfleet_tasks.monitor.rules import rules_yaml, sweep_basis, write_rules
+    from specfleet_tasks.store.sweep import StoredSweep
 
     with exit_on_error():
         window_s = duration_flag("--window", window)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import exit_on_error
+from specfleet_cli.errors import exit_on_error
 
 
 def budget_seconds(budget: str | None) -> float | None:
@@ -32,8 +32,8 @@ def plan(
     stage and in total, on the performance model's prior or calibrated on an earlier sweep; and the
     minimum detectable saving of every verdict it will make, from this machine's recorded noise."""
     from specfleet.planning.power import parse_saving
-    from tasks.plan.estimate import plan_inputs, plan_sweep_estimate
-    from tasks.plan.power import propose_design, sweep_power
+    from specfleet_tasks.plan.estimate import plan_inputs, plan_sweep_estimate
+    from specfleet_tasks.plan.power import propose_design, sweep_power
 
     with exit_on_error():
         budget_s = budget_seconds(budget)
@@ -46,7 +46,7 @@ def plan(
         out = times.estimate.model_dump(mode="json") | {"power": power.model_dump(mode="json")}
         print(json.dumps(out | ({"detect": proposal.model_dump(mode="json")} if proposal else {})))
         return
-    from cli.render import print_design, print_plan, print_power
+    from specfleet_cli.render import print_design, print_plan, print_power
 
     print_plan(times.estimate)
     print_power(power)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import check_load_flags, exit_on_error
+from specfleet_cli.errors import check_load_flags, exit_on_error
 
 
 def predict(
@@ -27,7 +27,7 @@ def predict(
     from specfleet.perfmodel.calibrate import calibrate
     from specfleet.perfmodel.predict import PredictionQuery
     from specfleet.perfmodel.predict import predict as run_predict
-    from tasks.store.sweep import StoredSweep
+    from specfleet_tasks.store.sweep import StoredSweep
 
     with exit_on_error():
         check_load_flags(concurrency, rate)
@@ -39,6 +39,6 @@ def predict(
     if as_json:
         print(json.dumps(prediction.model_dump(mode="json")))
         return
-    from cli.render import print_prediction
+    from specfleet_cli.render import print_prediction
 
     print_prediction(prediction)

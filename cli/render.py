@@ -10,7 +10,7 @@ from rich.table import Table
 
 from specfleet.contract.matrix import load_label
 from specfleet.perfmodel.prediction import PREDICTED_LABEL
-from tasks.report.fmt import NA, speedup_range
+from specfleet_tasks.report.fmt import NA, speedup_range
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -179,12 +179,12 @@ def print_design(proposal: "DesignProposal") -> None:
 
 
 def print_sweep_summary(summary: "SweepReport", mlflow_hint: str) -> None:
-    """The sweep's report in the one section order (``tasks.report.terminal``): the verdict at the traffic
+    """The sweep's report in the one section order (``specfleet_tasks.report.terminal``): the verdict at the traffic
     mix first, the class verdicts, the noise, the cell decisions and the gates grouped by verdict and
     reason, the k policy: one screen for the demo, the per-cell tables named in ``summary.md``. Long
     lines are left to the terminal to wrap (``soft_wrap``), so a log keeps one line per statement.
-    ``mlflow_hint``: where the sweep's runs are seen (``cli.sweep.mlflow_ui_hint``)."""
-    from tasks.report.terminal import terminal_sections
+    ``mlflow_hint``: where the sweep's runs are seen (``specfleet_cli.sweep.mlflow_ui_hint``)."""
+    from specfleet_tasks.report.terminal import terminal_sections
 
     out = console if console.is_terminal else Console(width=WIDE_COLUMNS)  # logs and CI: do not fold lines
     out.print(f"\nsweep id: {summary.sweep_id}  (fingerprint {summary.fingerprint})")

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.errors import exit_on_error
-from cli.output import print_json, stdout_to_stderr
+from specfleet_cli.errors import exit_on_error
+from specfleet_cli.output import print_json, stdout_to_stderr
 
 if TYPE_CHECKING:
     from specfleet.verdicts.cell import Decision
@@ -36,11 +36,11 @@ def report(
 ) -> Path:
     """Write the sweep's report (decision, heat maps, latency, acceptance, KV, energy, model vs
     measured, negative cells, equivalence, contract) and log it to the sweep's MLflow run."""
-    from tasks.report.content import build_content
-    from tasks.report.publish import log_to_sweep_run, write_report
-    from tasks.store.sweep import StoredSweep
-    from tasks.tracking.runs import tracking_uri as resolve_uri
-    from tasks.tracking.runs import use_short_http_retries
+    from specfleet_tasks.report.content import build_content
+    from specfleet_tasks.report.publish import log_to_sweep_run, write_report
+    from specfleet_tasks.store.sweep import StoredSweep
+    from specfleet_tasks.tracking.runs import tracking_uri as resolve_uri
+    from specfleet_tasks.tracking.runs import use_short_http_retries
 
     with exit_on_error(), stdout_to_stderr(as_json):
         stored = StoredSweep.find(sweep, results_dir)

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from cli.errors import exit_on_error
 from specfleet.errors import InputError
 from specfleet.stats.equivalence import stochastic_equivalence
+from specfleet_cli.errors import exit_on_error
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 console = Console()

@@ -5,13 +5,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.errors import ExitCode, exit_on_error
-from cli.output import print_json, stdout_to_stderr
+from specfleet_cli.errors import ExitCode, exit_on_error
+from specfleet_cli.output import print_json, stdout_to_stderr
 
 if TYPE_CHECKING:
-    from flows.revalidate import Revalidation
-    from flows.sync import SyncResult
     from specfleet.report.sweep_report import SweepReport
+    from specfleet_flows.revalidate import Revalidation
+    from specfleet_flows.sync import SyncResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo-cpu.yaml"
@@ -28,8 +28,8 @@ LOCAL_MLFLOW_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 def mlflow_ui_hint(tracking_uri: str, experiment: str) -> str:
     """A server is opened in a browser, a local store through ``mlflow ui`` on loopback; either
     way on the experiment's runs table, where sweeps are compared. Asks the store for the
-    experiment's id, so the command calls it before rendering (``cli.render`` does no I/O)."""
-    from tasks.tracking.runs import experiment_id, experiment_page, shown_uri
+    experiment's id, so the command calls it before rendering (``specfleet_cli.render`` does no I/O)."""
+    from specfleet_tasks.tracking.runs import experiment_id, experiment_page, shown_uri
 
     found = experiment_id(tracking_uri, experiment)
     if tracking_uri.startswith(("http://", "https://")):
@@ -56,7 +56,7 @@ def revalidate_json(result: "Revalidation") -> dict[str, Any]:
 
 def sync_json(result: "SyncResult", tracking_uri: str) -> dict[str, Any]:
     """``specfleet sync --json``: what was logged, and where (the URI without credentials)."""
-    from tasks.tracking.runs import shown_uri
+    from specfleet_tasks.tracking.runs import shown_uri
 
     return {**result.model_dump(mode="json"), "already_logged": result.cells_stored - result.runs_created,
             "tracking_uri": shown_uri(tracking_uri)}
@@ -65,15 +65,15 @@ def sync_json(result: "SyncResult", tracking_uri: str) -> dict[str, Any]:
 def _run_sweep(config: Path, resume: str | None, tracking_uri: str | None, results_dir: Path,
                budget: str | None = None, continue_sweep: bool = False, as_json: bool = False,
                policy_from: str | None = None) -> "SweepReport":
-    from cli.render import print_sweep_summary
-    from flows.sweep import sweep_flow
     from specfleet.planning.budget import budgeted
-    from tasks.cluster.interrupt import ctrl_c_stops_the_sweep
-    from tasks.fixtures.progress import BuildDisplay
-    from tasks.plan.models import resolve_models
-    from tasks.plan.preflight import check_inputs
-    from tasks.plan.sweep_plan import check_continue, check_policy_from, open_sweep
-    from tasks.tracking.runs import tracking_uri as resolve_uri
+    from specfleet_cli.render import print_sweep_summary
+    from specfleet_flows.sweep import sweep_flow
+    from specfleet_tasks.cluster.interrupt import ctrl_c_stops_the_sweep
+    from specfleet_tasks.fixtures.progress import BuildDisplay
+    from specfleet_tasks.plan.models import resolve_models
+    from specfleet_tasks.plan.preflight import check_inputs
+    from specfleet_tasks.plan.sweep_plan import check_continue, check_policy_from, open_sweep
+    from specfleet_tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error(), stdout_to_stderr(as_json):
         checked = budgeted(check_inputs(config), budget)  # bad input exits 2 before Prefect, Ray or an engine starts
@@ -150,11 +150,11 @@ def revalidate(
     as_json: AsJson = False,
 ) -> None:
     """Compare the fingerprint with the last finished sweep's; on a change, emit the event and sweep."""
-    from cli.render import print_sweep_summary
-    from flows.revalidate import revalidate_flow
-    from tasks.cluster.interrupt import ctrl_c_stops_the_sweep
-    from tasks.plan.preflight import check_inputs
-    from tasks.tracking.runs import tracking_uri as resolve_uri
+    from specfleet_cli.render import print_sweep_summary
+    from specfleet_flows.revalidate import revalidate_flow
+    from specfleet_tasks.cluster.interrupt import ctrl_c_stops_the_sweep
+    from specfleet_tasks.plan.preflight import check_inputs
+    from specfleet_tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error(), stdout_to_stderr(as_json):
         check_inputs(config)
@@ -177,11 +177,11 @@ def sync(
     as_json: AsJson = False,
 ) -> None:
     """Log a sweep's stored results to MLflow (after an outage); running it twice creates nothing new."""
-    from flows.sync import sync_flow
-    from tasks.plan.sweep_plan import open_sweep
-    from tasks.store.sweep import StoredSweep
-    from tasks.tracking.runs import require_reachable, shown_uri
-    from tasks.tracking.runs import tracking_uri as resolve_uri
+    from specfleet_flows.sync import sync_flow
+    from specfleet_tasks.plan.sweep_plan import open_sweep
+    from specfleet_tasks.store.sweep import StoredSweep
+    from specfleet_tasks.tracking.runs import require_reachable, shown_uri
+    from specfleet_tasks.tracking.runs import tracking_uri as resolve_uri
 
     with exit_on_error(), stdout_to_stderr(as_json):
         store, stored = open_sweep(results_dir, sweep_id)
@@ -204,9 +204,9 @@ def demo(tracking_uri: TrackingUri = None, results_dir: ResultsDir = Path("resul
              "on its own server beside its composed verdict.")] = False) -> None:
     """The embedded demo: configs/demo-cpu.yaml on the CPU build of vLLM with the fixture models,
     then the pilot report."""
-    from cli.render import print_answer, print_next_steps
-    from cli.report import report
-    from tasks.tracking.runs import tracking_uri as resolve_uri
+    from specfleet_cli.render import print_answer, print_next_steps
+    from specfleet_cli.report import report
+    from specfleet_tasks.tracking.runs import tracking_uri as resolve_uri
 
     summary = _run_sweep(POLICY_DEMO_CONFIG if policy else DEMO_CONFIG, None, tracking_uri, results_dir)
     report_html = report(summary.sweep_id, results_dir=results_dir, tracking_uri=tracking_uri)

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from cli.errors import exit_on_error
 from specfleet.errors import InputError
+from specfleet_cli.errors import exit_on_error
 
 
 def traffic(
@@ -23,9 +23,9 @@ def traffic(
     """Print the traffic block (token-weighted concurrency shares) of a production vLLM server."""
     from specfleet.contract.durations import duration_flag
     from specfleet.production.traffic_estimate import CLASSES_NOT_VISIBLE, estimate_traffic, traffic_block
-    from tasks.monitor.prometheus import PrometheusClient
-    from tasks.monitor.traffic import read_server_metrics
-    from tasks.store.config import load_sweep_config
+    from specfleet_tasks.monitor.prometheus import PrometheusClient
+    from specfleet_tasks.monitor.traffic import read_server_metrics
+    from specfleet_tasks.store.config import load_sweep_config
 
     with exit_on_error():
         window_s = duration_flag("--since", since)

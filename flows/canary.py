@@ -22,13 +22,13 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.events import emit_event
 
-from flows.sweep import DEFAULT_RESULTS_DIR
 from specfleet.contract.matrix import load_label
 from specfleet.errors import InputError
 from specfleet.production.canary import VERDICT_EVENT, CanaryResult
-from tasks.canary.context import CanaryLoad, canary_setup, publish
-from tasks.canary.run import run_canary
-from tasks.store.results import atomic_write_text
+from specfleet_flows.sweep import DEFAULT_RESULTS_DIR
+from specfleet_tasks.canary.context import CanaryLoad, canary_setup, publish
+from specfleet_tasks.canary.run import run_canary
+from specfleet_tasks.store.results import atomic_write_text
 
 BASELINE_URL_ENV, CANDIDATE_URL_ENV = "SPECFLEET_CANARY_BASELINE_URL", "SPECFLEET_CANARY_CANDIDATE_URL"
 

@@ -11,14 +11,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.events import emit_event
 from pydantic import Field
 
-from flows.sweep import DEFAULT_RESULTS_DIR, sweep_flow
 from specfleet.contract.base import RecordModel
 from specfleet.contract.fingerprint import Fingerprint, changed_parts
 from specfleet.report.sweep_report import SweepReport
-from tasks.plan.fingerprint import compute_fingerprint
-from tasks.plan.models import resolve_models
-from tasks.store.config import load_sweep_config
-from tasks.tracking.runs import last_validated, tracking_uri
+from specfleet_flows.sweep import DEFAULT_RESULTS_DIR, sweep_flow
+from specfleet_tasks.plan.fingerprint import compute_fingerprint
+from specfleet_tasks.plan.models import resolve_models
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.tracking.runs import last_validated, tracking_uri
 
 EVENT = "specfleet.contract.fingerprint.changed"
 NEVER_VALIDATED = "no validated sweep"

@@ -2,7 +2,7 @@
 (so each shows as a task run with its state), and the artifacts a sweep publishes on its run.
 
 No task caches: a measurement must run when asked, and resume is keyed on the results store.
-MLflow calls are retried twice; a failure past that is the tracker's to absorb (``flows.tracker``).
+MLflow calls are retried twice; a failure past that is the tracker's to absorb (``specfleet_flows.tracker``).
 """
 
 from prefect import task
@@ -10,10 +10,10 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from specfleet.report.sweep_report import SweepReport
-from tasks.analysis import summary as _summary
-from tasks.cluster import stage as _stage
-from tasks.plan import sweep_plan as _sweep_plan
-from tasks.tracking import runs as _runs
+from specfleet_tasks.analysis import summary as _summary
+from specfleet_tasks.cluster import stage as _stage
+from specfleet_tasks.plan import sweep_plan as _sweep_plan
+from specfleet_tasks.tracking import runs as _runs
 
 plan_sweep = task(cache_policy=NO_CACHE)(_sweep_plan.plan_sweep)
 run_stage = task(cache_policy=NO_CACHE)(_stage.run_stage)

@@ -2,7 +2,7 @@
 
 1. Plan: validate the config, fingerprint models, tokenizer, engine, methods and hardware,
    expand the matrix, skip cells already complete (``--resume``, ``--continue``); under a budget,
-   predict each cell's time (``tasks.plan.budget.cell_budget``).
+   predict each cell's time (``specfleet_tasks.plan.budget.cell_budget``).
 2. Open the sweep's MLflow parent run (the contract as params, the fingerprint as tags).
 3. Measure in stages of Ray tasks: the baseline, every speculative arm side by side, with
    ``policy.measure`` the k policy each implies on its own server (derived from the cells stored
@@ -19,20 +19,20 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.exceptions import TerminationSignal
 
-from flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
-from flows.tracker import SweepTracker
 from specfleet.contract.arms import schedule_text
 from specfleet.report.sweep_report import REPORT_FILE, SweepReport, run_status
-from tasks.cluster.interrupt import raise_if_interrupted
-from tasks.cluster.progress import CellProgress
-from tasks.cluster.session import ray_session
-from tasks.engine.noise_records import record_sweep_noise
-from tasks.plan.budget import cell_budget
-from tasks.plan.sweep_plan import POLICY_STAGE
-from tasks.report.summary_md import summary_markdown
-from tasks.store.results import atomic_write_text
-from tasks.store.sweep import SUMMARY_MARKDOWN
-from tasks.tracking.runs import tracking_uri
+from specfleet_flows.steps import aggregate, plan_sweep, publish_prefect_artifacts, run_stage
+from specfleet_flows.tracker import SweepTracker
+from specfleet_tasks.cluster.interrupt import raise_if_interrupted
+from specfleet_tasks.cluster.progress import CellProgress
+from specfleet_tasks.cluster.session import ray_session
+from specfleet_tasks.engine.noise_records import record_sweep_noise
+from specfleet_tasks.plan.budget import cell_budget
+from specfleet_tasks.plan.sweep_plan import POLICY_STAGE
+from specfleet_tasks.report.summary_md import summary_markdown
+from specfleet_tasks.store.results import atomic_write_text
+from specfleet_tasks.store.sweep import SUMMARY_MARKDOWN
+from specfleet_tasks.tracking.runs import tracking_uri
 
 DEFAULT_RESULTS_DIR = "results"
 
@@ -42,7 +42,7 @@ def sweep_flow(config_path: str, resume: str | None = None, tracking: str | None
                results_dir: str = DEFAULT_RESULTS_DIR, budget: str | None = None,
                continue_sweep: bool = False, policy_from: str | None = None) -> SweepReport:
     """Run (or resume, or continue) one sweep; returns its report and prints nothing (the caller renders
-    it: ``cli.render.print_sweep_summary``; the log says the sweep's id first). Every cell is stored as it
+    it: ``specfleet_cli.render.print_sweep_summary``; the log says the sweep's id first). Every cell is stored as it
     finishes; MLflow logging is best effort (``SweepTracker``), so a tracking outage loses nothing.
     ``budget`` (``90m``, ``7h``) overrides the config's budget block, counted from the flow's start.
     ``policy_from``: a follow-up measuring that sweep's k policies beside a baseline (``--policy-from``)."""

@@ -7,13 +7,13 @@ from pathlib import Path
 from prefect import flow
 from pydantic import Field
 
-from flows.sweep import DEFAULT_RESULTS_DIR
 from specfleet.contract.base import RecordModel
 from specfleet.report.sweep_report import run_status
-from tasks.plan.sweep_plan import open_sweep
-from tasks.report.publish import REPORT_HTML, REPORT_MARKDOWN, log_to_sweep_run
-from tasks.store.sweep import SUMMARY_MARKDOWN, StoredSweep
-from tasks.tracking.runs import (
+from specfleet_flows.sweep import DEFAULT_RESULTS_DIR
+from specfleet_tasks.plan.sweep_plan import open_sweep
+from specfleet_tasks.report.publish import REPORT_HTML, REPORT_MARKDOWN, log_to_sweep_run
+from specfleet_tasks.store.sweep import SUMMARY_MARKDOWN, StoredSweep
+from specfleet_tasks.tracking.runs import (
     close_sweep_run,
     log_cell_runs,
     log_sweep_summary,

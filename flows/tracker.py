@@ -5,13 +5,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from flows.steps import log_cell_runs, log_sweep_summary, open_sweep_run
 from specfleet.contract import SweepConfig
 from specfleet.contract.fingerprint import Fingerprint
 from specfleet.report.sweep_report import SweepReport
 from specfleet.results import CellResult
-from tasks.store.results import ResultsStore
-from tasks.tracking.runs import close_sweep_run, unreachable, use_short_http_retries
+from specfleet_flows.steps import log_cell_runs, log_sweep_summary, open_sweep_run
+from specfleet_tasks.store.results import ResultsStore
+from specfleet_tasks.tracking.runs import close_sweep_run, unreachable, use_short_http_retries
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""Errors the CLI turns into exit codes (see ``cli.errors``)."""
+"""Errors the CLI turns into exit codes (see ``specfleet_cli.errors``)."""
 
 
 class InputError(ValueError):

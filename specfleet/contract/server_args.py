@@ -113,7 +113,7 @@ class ArmServerCommand(RecordModel):
 def arm_server_commands(config: SweepConfig, resolved: Mapping[str, str], served_model_name: str,
                         per_request_spec_metrics: Callable[[ArmPlan], bool]) -> list[ArmServerCommand]:
     """Every arm's ``server_args`` and ``server_env``, ``per_request_spec_metrics`` telling which
-    arms the engine gives per-request acceptance (``tasks.engine.features``)."""
+    arms the engine gives per-request acceptance (``specfleet_tasks.engine.features``)."""
     commands = []
     for arm in arm_plans(config):
         args = server_args(config.engine, config.models.target, arm, resolved, 0, served_model_name,

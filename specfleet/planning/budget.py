@@ -1,6 +1,6 @@
 """Running a sweep within a wall-clock budget (issue 18, "Run within a budget"). Pure, no I/O.
 
-A ``CellBudget`` holds the deadline and the predictions (``tasks.plan.budget.cell_budget`` makes
+A ``CellBudget`` holds the deadline and the predictions (``specfleet_tasks.plan.budget.cell_budget`` makes
 it). Cells run most decision-relevant first (``by_priority``); a cell starts only if it ``fits``:
 its predicted time, plus the closing baseline's (``reserve_s``) unless it is itself a closing
 baseline cell, ends by the deadline. A cell without a prediction does not fit: a budget is a

@@ -1,5 +1,5 @@
 """The sweep's report (``specfleet.report.sweep_report.SweepReport``), made once here: the analysis of
-its stored cells (``tasks.store.sweep.StoredSweep.analyse``) with the class verdicts, its arms' time
+its stored cells (``specfleet_tasks.store.sweep.StoredSweep.analyse``) with the class verdicts, its arms' time
 accounts, and the cells a budget did not start beside their predictions (``specfleet.planning.unmeasured``,
 PREDICTED, never in a decision)."""
 
@@ -12,10 +12,10 @@ from specfleet.perfmodel.calibrate import calibrate
 from specfleet.planning.unmeasured import CalibrationSource, not_measured_cells
 from specfleet.report.sweep_report import ArmSummary, SweepReport, decided
 from specfleet.results import CellResult, RequestRecord
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.cluster.stage import ArmReport
-from tasks.plan.sweep_plan import SweepPlan
-from tasks.store.sweep import StoredSweep, stored_records, stored_sweeps
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.cluster.stage import ArmReport
+from specfleet_tasks.plan.sweep_plan import SweepPlan
+from specfleet_tasks.store.sweep import StoredSweep, stored_records, stored_sweeps
 
 EARLIER_SWEEPS = 3
 """Earlier finished sweeps of the config tried for a left-out cell's prediction, newest first."""

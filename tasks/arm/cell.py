@@ -21,8 +21,8 @@ from specfleet.measure.telemetry import (
 from specfleet.results import CellResult, SpecDecodeStats
 from specfleet.results.cell import StopReason
 from specfleet.stats.stopping import AdaptiveStopper
-from tasks.arm.energy import EnergyWindow
-from tasks.loadgen import (
+from specfleet_tasks.arm.energy import EnergyWindow
+from specfleet_tasks.loadgen import (
     ClosedLoop,
     Load,
     LoadResult,
@@ -32,8 +32,8 @@ from tasks.loadgen import (
     route_for,
     run_load,
 )
-from tasks.loadgen.http import CONNECT_TIMEOUT_S
-from tasks.store.results import ResultsStore
+from specfleet_tasks.loadgen.http import CONNECT_TIMEOUT_S
+from specfleet_tasks.store.results import ResultsStore
 
 
 @dataclass(frozen=True)

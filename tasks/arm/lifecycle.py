@@ -23,18 +23,26 @@ from specfleet.planning.budget import CellBudget, NotMeasured, bracket_keys, by_
 from specfleet.planning.replicas import server_name
 from specfleet.results import ArmTiming, CellResult
 from specfleet.stats.equivalence import planned_samples_per_prompt, sample_seeds
-from tasks.arm.cell import CellPlan, measure_cell
-from tasks.arm.energy import EnergyWindow, find_counter
-from tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.engines import arm_engine
-from tasks.engine.features import per_request_spec_metrics
-from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer, ArmStartError, log_tail
-from tasks.engine.startups import record_startup, startup_key
-from tasks.engine.synthetic_plugin import arm_server_env
-from tasks.loadgen import ClosedLoop, Load, PoissonArrivals, RequestSettings, ServerEndpoint, route_for, run_async
-from tasks.store.results import ResultsStore, probe_file
+from specfleet_tasks.arm.cell import CellPlan, measure_cell
+from specfleet_tasks.arm.energy import EnergyWindow, find_counter
+from specfleet_tasks.arm.probes import answer_probe, greedy_probe, stochastic_probe
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.engines import arm_engine
+from specfleet_tasks.engine.features import per_request_spec_metrics
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.engine.server import ArmServer, ArmStartError, log_tail
+from specfleet_tasks.engine.startups import record_startup, startup_key
+from specfleet_tasks.engine.synthetic_plugin import arm_server_env
+from specfleet_tasks.loadgen import (
+    ClosedLoop,
+    Load,
+    PoissonArrivals,
+    RequestSettings,
+    ServerEndpoint,
+    route_for,
+    run_async,
+)
+from specfleet_tasks.store.results import ResultsStore, probe_file
 
 SERVED_MODEL_NAME = "specfleet-target"
 

@@ -9,7 +9,7 @@ import httpx
 
 from specfleet.contract import SamplingSpec
 from specfleet.contract.prompts import PromptItem
-from tasks.loadgen.endpoint import ServerEndpoint
+from specfleet_tasks.loadgen.endpoint import ServerEndpoint
 
 
 def _request(endpoint: ServerEndpoint, prompt: PromptItem,

@@ -15,10 +15,10 @@ from specfleet.stats.runs import Metric, RunValue
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import NO_REPEATS, NoiseDesign, RunNoise
 from specfleet.verdicts.evidence import Evidence
-from tasks.arm.cell import CellPlan
-from tasks.engine.endpoint_check import check_openai_endpoint, served_models
-from tasks.loadgen import ServerEndpoint
-from tasks.plan.prompt_sets import resolve_prompts
+from specfleet_tasks.arm.cell import CellPlan
+from specfleet_tasks.engine.endpoint_check import check_openai_endpoint, served_models
+from specfleet_tasks.loadgen import ServerEndpoint
+from specfleet_tasks.plan.prompt_sets import resolve_prompts
 
 DEFAULT_QUALITY_TOLERANCE = 0.1
 """Without a sweep: one item in ten worse on average (the demo config's own tolerance)."""
@@ -90,8 +90,8 @@ def sweep_context(sweep: str, results_dir: Path, load: CanaryLoad, arm: str | No
     """The sweep's settings and noise at the canary's load (``--from``), and from its monitor basis
     (``specfleet.production.monitor_basis``: the adopted arm, or ``arm``) the break-even tokens per step at
     the canary's concurrency and the speculation-off server arguments."""
-    from tasks.monitor.rules import sweep_basis
-    from tasks.store.sweep import StoredSweep
+    from specfleet_tasks.monitor.rules import sweep_basis
+    from specfleet_tasks.store.sweep import StoredSweep
 
     stored = StoredSweep.find(sweep, results_dir)
     config = stored.config
@@ -161,8 +161,8 @@ def publish(result: CanaryResult, canary_dir: Path, experiment: str, tracking: s
             params: Mapping[str, str]) -> list[str]:
     """Log the canary to MLflow (the sweep's experiment with ``--from``). Best effort: the verdict
     is already stored in ``canary_dir``; what could not be logged comes back as a note. (A
-    ``rollback``'s Prefect event is ``flows.canary.emit_rollback``'s: Prefect stays in flows/.)"""
-    from tasks.tracking.runs import log_canary_run, tracking_uri, unreachable
+    ``rollback``'s Prefect event is ``specfleet_flows.canary.emit_rollback``'s: Prefect stays in flows/.)"""
+    from specfleet_tasks.tracking.runs import log_canary_run, tracking_uri, unreachable
 
     notes: list[str] = []
     uri = tracking_uri(tracking)

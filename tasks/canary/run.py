@@ -37,14 +37,14 @@ from specfleet.results.records import RequestRecord
 from specfleet.stats.quality import QualityResult, quality_gate
 from specfleet.stats.samples import CellSample
 from specfleet.verdicts.rule import Claim, ClaimResult
-from tasks.arm.cell import CellPlan, endpoint_cell_plan, measure_cell
-from tasks.arm.energy import EnergyWindow
-from tasks.arm.probes import answer_probe
-from tasks.canary.context import CanaryLoad, SweepContext
-from tasks.loadgen import ServerEndpoint, run_async
-from tasks.plan.prompt_sets import bundled_dir, resolve_prompts
-from tasks.store.parquet import read_records_parquet
-from tasks.store.results import ResultsStore
+from specfleet_tasks.arm.cell import CellPlan, endpoint_cell_plan, measure_cell
+from specfleet_tasks.arm.energy import EnergyWindow
+from specfleet_tasks.arm.probes import answer_probe
+from specfleet_tasks.canary.context import CanaryLoad, SweepContext
+from specfleet_tasks.loadgen import ServerEndpoint, run_async
+from specfleet_tasks.plan.prompt_sets import bundled_dir, resolve_prompts
+from specfleet_tasks.store.parquet import read_records_parquet
+from specfleet_tasks.store.results import ResultsStore
 
 TWO_REPLICAS = "canary: two replicas measured at once; energy is not attributable to either"
 

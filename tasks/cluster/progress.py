@@ -1,4 +1,4 @@
-"""A sweep's progress over its pending cells (``tasks.progress``), advanced as cell files land in
+"""A sweep's progress over its pending cells (``specfleet_tasks.progress``), advanced as cell files land in
 the store, with the time left as the plan predicts it (``specfleet plan``'s estimate: calibrated
 on the config's last finished sweep here, else the performance model's prior)."""
 
@@ -8,10 +8,10 @@ from pathlib import Path
 from specfleet.errors import InputError
 from specfleet.planning.estimate import estimate_sweep
 from specfleet.planning.replicas import slots
-from tasks.plan.budget import plan_timing, scored_items
-from tasks.plan.sweep_plan import ArmWork, SweepPlan
-from tasks.progress import JobProgress
-from tasks.store.results import ResultsStore
+from specfleet_tasks.plan.budget import plan_timing, scored_items
+from specfleet_tasks.plan.sweep_plan import ArmWork, SweepPlan
+from specfleet_tasks.progress import JobProgress
+from specfleet_tasks.store.results import ResultsStore
 
 
 class CellProgress:

@@ -1,5 +1,5 @@
 """Arms as Ray tasks. Each requests its arm's accelerators, runs one server life
-(``tasks.arm.lifecycle.run_arm``: start, probes, cells stored as they finish, stop) and returns
+(``specfleet_tasks.arm.lifecycle.run_arm``: start, probes, cells stored as they finish, stop) and returns
 plain data. Ray remote functions called from an ordinary Prefect task avoid prefect-ray's
 result-storage and retry pitfalls (docs/measurement.md, "Orchestration and tracking pitfalls").
 Under a budget a stage's arms are submitted most decision-relevant first (by their best cell).
@@ -18,11 +18,11 @@ from specfleet.contract.prompts import PromptItem
 from specfleet.gates.scored_set import ScoredSet
 from specfleet.planning.budget import CellBudget, NotMeasured
 from specfleet.results import ArmTiming, CellResult
-from tasks.arm.lifecycle import run_arm
-from tasks.cluster.interrupt import raise_if_interrupted
-from tasks.cluster.progress import CellProgress
-from tasks.plan.sweep_plan import ArmWork, SweepPlan
-from tasks.store.results import ResultsStore
+from specfleet_tasks.arm.lifecycle import run_arm
+from specfleet_tasks.cluster.interrupt import raise_if_interrupted
+from specfleet_tasks.cluster.progress import CellProgress
+from specfleet_tasks.plan.sweep_plan import ArmWork, SweepPlan
+from specfleet_tasks.store.results import ResultsStore
 
 POLL_S = 1.0
 ARM_RETRIES = 1

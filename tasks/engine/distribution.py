@@ -3,7 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 import specfleet
-from tasks.engine.engines import STANDIN_DISTRIBUTION, standin_selected
+from specfleet_tasks.engine.engines import STANDIN_DISTRIBUTION, standin_selected
 
 
 def distribution_version(*names: str) -> str | None:

@@ -3,7 +3,7 @@
 import httpx
 
 from specfleet.errors import InputError
-from tasks.loadgen.endpoint import ServerEndpoint, tls_failure
+from specfleet_tasks.loadgen.endpoint import ServerEndpoint, tls_failure
 
 CHECK_TIMEOUT_S = 10.0
 

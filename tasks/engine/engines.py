@@ -47,7 +47,7 @@ class ModuleEngine:
 
 
 VLLM = ModuleEngine(SERVER_MODULE, "vLLM server")
-STANDIN = ModuleEngine("tasks.engine.standin", "stand-in engine (not vLLM)")
+STANDIN = ModuleEngine("specfleet_tasks.engine.standin", "stand-in engine (not vLLM)")
 
 
 def standin_selected() -> bool:

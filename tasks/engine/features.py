@@ -8,10 +8,10 @@ from pathlib import Path
 
 from specfleet.contract.matrix import ArmPlan
 from specfleet.contract.server_args import accepts_per_request_spec_metrics
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.engines import arm_engine
-from tasks.fixtures.build import default_cache_root
-from tasks.store.results import atomic_write_text
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.engines import arm_engine
+from specfleet_tasks.fixtures.build import default_cache_root
+from specfleet_tasks.store.results import atomic_write_text
 
 HELP_TIMEOUT_S = 300.0
 PER_REQUEST_KEY = "per_request_spec_decode_metrics"

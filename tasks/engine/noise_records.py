@@ -1,5 +1,5 @@
 """Run-to-run noise of finished sweeps recorded on this machine, per engine version, the models the
-sweep loads and its engine settings, as start-ups are (``tasks.engine.startups``): what
+sweep loads and its engine settings, as start-ups are (``specfleet_tasks.engine.startups``): what
 ``specfleet plan`` states each claim's minimum detectable saving from before a sweep of a config
 exists (``specfleet.planning.power``; the stated prior only where nothing was recorded)."""
 
@@ -14,10 +14,10 @@ from specfleet.planning.power import RecordedNoise
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import RunNoise, estimate_noise
 from specfleet.verdicts.evidence import earlier_runs
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.startups import STARTUPS_DIR
-from tasks.fixtures.build import default_cache_root
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.startups import STARTUPS_DIR
+from specfleet_tasks.fixtures.build import default_cache_root
+from specfleet_tasks.store.sweep import StoredSweep
 
 KEEP = 20
 """The newest recorded sweeps of the same models and settings that count."""

@@ -22,9 +22,9 @@ from types import TracebackType
 
 import httpx
 
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.engines import VLLM, ServerEngine
-from tasks.loadgen.endpoint import ServerEndpoint
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.engines import VLLM, ServerEngine
+from specfleet_tasks.loadgen.endpoint import ServerEndpoint
 
 TLS_FLAG = "--ssl-certfile"
 """vLLM's option for the server's certificate: with it, the server speaks HTTPS only."""

@@ -1,7 +1,7 @@
 """The installed engine's ``SpeculativeConfig``: each field's JSON schema, the methods it names and
 whether the ``suffix`` method's package is installed, read in a child process (importing vLLM is
 seconds) once per engine version and cached, so an upgrade reads it again. An arm's
-``speculative_extra`` is checked against it before any server starts (``tasks.plan.engine_support``)."""
+``speculative_extra`` is checked against it before any server starts (``specfleet_tasks.plan.engine_support``)."""
 
 import json
 import subprocess
@@ -12,9 +12,9 @@ from pathlib import Path
 from pydantic import Field
 
 from specfleet.contract.base import RecordModel
-from tasks.engine.distribution import engine_distribution
-from tasks.fixtures.build import default_cache_root
-from tasks.store.results import atomic_write_text
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.fixtures.build import default_cache_root
+from specfleet_tasks.store.results import atomic_write_text
 
 READ_TIMEOUT_S = 300.0
 

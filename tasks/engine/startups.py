@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from specfleet.contract import ArmPlan, SweepConfig
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.engines import arm_engine
-from tasks.fixtures.build import default_cache_root
-from tasks.store.results import atomic_write_text
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.engines import arm_engine
+from specfleet_tasks.fixtures.build import default_cache_root
+from specfleet_tasks.store.results import atomic_write_text
 
 STARTUPS_DIR = "startups"
 KEEP = 20

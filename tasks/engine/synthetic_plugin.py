@@ -14,7 +14,7 @@ from pathlib import Path
 from specfleet.contract.matrix import ArmPlan
 from specfleet.contract.models import EngineSpec
 from specfleet.contract.server_args import server_env
-from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
+from specfleet_tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
 
 PLUGIN_PATH = Path(__file__).resolve().parent / "vllm_plugin"
 """The folder a synthetic arm's server finds the plugin in: its distribution metadata and module."""

@@ -1,7 +1,14 @@
 """Load generation: a streaming OpenAI client and closed/open-loop drivers producing RequestRecords."""
 
-from tasks.loadgen.client import REQUEST_FUNCS, ApiRoute, RequestSettings, request_chat, request_completion, route_for
-from tasks.loadgen.drivers import (
+from specfleet_tasks.loadgen.client import (
+    REQUEST_FUNCS,
+    ApiRoute,
+    RequestSettings,
+    request_chat,
+    request_completion,
+    route_for,
+)
+from specfleet_tasks.loadgen.drivers import (
     ClosedLoop,
     Load,
     LoadResult,
@@ -10,8 +17,8 @@ from tasks.loadgen.drivers import (
     poisson_offsets_ns,
     run_load,
 )
-from tasks.loadgen.endpoint import ServerEndpoint
-from tasks.loadgen.loop import run_async
+from specfleet_tasks.loadgen.endpoint import ServerEndpoint
+from specfleet_tasks.loadgen.loop import run_async
 
 __all__ = [
     "REQUEST_FUNCS", "ApiRoute", "ClosedLoop", "Load", "LoadResult", "LoopLag",

@@ -16,8 +16,8 @@ from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
 from specfleet.results.records import RequestRecord
-from tasks.loadgen.http import ABORT, CONNECT_TIMEOUT_S, ENOUGH, MORE, HttpError, StreamClient
-from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
+from specfleet_tasks.loadgen.http import ABORT, CONNECT_TIMEOUT_S, ENOUGH, MORE, HttpError, StreamClient
+from specfleet_tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
 
 ApiRoute = Literal["completions", "chat"]
 """Which OpenAI API a cell's requests go to: ``/v1/completions`` or ``/v1/chat/completions``."""

@@ -19,9 +19,9 @@ import numpy as np
 from specfleet.contract.prompts import PromptItem
 from specfleet.measure.metrics import NS_PER_MS, NS_PER_S, measured_window_ns
 from specfleet.results.records import RequestRecord
-from tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, check_prompts
-from tasks.loadgen.endpoint import ServerEndpoint
-from tasks.loadgen.http import StreamClient
+from specfleet_tasks.loadgen.client import REQUEST_FUNCS, RequestSettings, check_prompts
+from specfleet_tasks.loadgen.endpoint import ServerEndpoint
+from specfleet_tasks.loadgen.http import StreamClient
 
 LAG_TICK_MS = 5.0
 

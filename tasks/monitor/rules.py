@@ -9,9 +9,9 @@ from specfleet.contract.durations import format_duration
 from specfleet.contract.server_args import deployment_args
 from specfleet.production.monitor_basis import LoadBucket, MonitorBasis, monitor_basis
 from specfleet.production.prometheus_rules import prometheus_rules
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.store.results import atomic_write_text
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.store.results import atomic_write_text
+from specfleet_tasks.store.sweep import StoredSweep
 
 NO_STORED_ARGS = ("the sweep's summary stored no server arguments (written before they were): the rollback "
                   "command names the models as the config writes them")

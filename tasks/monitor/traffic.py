@@ -17,7 +17,7 @@ from specfleet.production.traffic_estimate import (
     query_step_s,
     scrape_interval_s,
 )
-from tasks.monitor.prometheus import PrometheusClient
+from specfleet_tasks.monitor.prometheus import PrometheusClient
 
 RAW_LOOKBACK_S = 600
 """Raw samples read to infer the scrape interval: the window's last ten minutes at most."""

@@ -14,10 +14,10 @@ from specfleet.planning.estimate import estimate_sweep, stage_wall_s
 from specfleet.planning.priority import cell_order
 from specfleet.planning.replicas import slots
 from specfleet.planning.timing import CalibratedTiming, PriorTiming
-from tasks.plan.estimate import calibrated_timing, prior_timing
-from tasks.plan.preflight import config_base_dir
-from tasks.plan.sweep_plan import SweepPlan, planned_cells
-from tasks.store.sweep import StoredSweep, stored_sweeps
+from specfleet_tasks.plan.estimate import calibrated_timing, prior_timing
+from specfleet_tasks.plan.preflight import config_base_dir
+from specfleet_tasks.plan.sweep_plan import SweepPlan, planned_cells
+from specfleet_tasks.store.sweep import StoredSweep, stored_sweeps
 
 
 def plan_timing(plan: SweepPlan) -> PriorTiming | CalibratedTiming:

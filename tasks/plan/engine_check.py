@@ -15,8 +15,8 @@ from specfleet.gates.engine_findings import (
     EngineCheck,
     cpu_expand_outcome,
 )
-from tasks.fixtures.build import default_cache_root
-from tasks.store.results import atomic_write_text
+from specfleet_tasks.fixtures.build import default_cache_root
+from specfleet_tasks.store.results import atomic_write_text
 
 CHECK_TIMEOUT_S = 300.0
 

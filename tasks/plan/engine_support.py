@@ -2,7 +2,7 @@
 version: synthetic acceptance (the CPU build's kernels lack it, read from its files without
 importing it, seconds saved at plan time; specfleet's vLLM plugin supplies it in synthetic arms'
 servers unless ``VLLM_PLUGINS`` leaves it out), and each speculative arm's method and
-``speculative_extra`` against its own ``SpeculativeConfig`` (``tasks.engine.speculative_fields``)."""
+``speculative_extra`` against its own ``SpeculativeConfig`` (``specfleet_tasks.engine.speculative_fields``)."""
 
 import importlib.util
 import json
@@ -16,10 +16,14 @@ import jsonschema
 from specfleet.contract import SweepConfig
 from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.errors import InputError
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.speculative_fields import SpeculativeFields, UnreadableEngine, speculative_fields
-from tasks.engine.synthetic_plugin import plugin_shipped
-from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import CPU_KERNELS_MODULE, NO_SYNTHETIC_ON_CPU, PLUGIN_NAME
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.speculative_fields import SpeculativeFields, UnreadableEngine, speculative_fields
+from specfleet_tasks.engine.synthetic_plugin import plugin_shipped
+from specfleet_tasks.engine.vllm_plugin.specfleet_cpu_synthetic import (
+    CPU_KERNELS_MODULE,
+    NO_SYNTHETIC_ON_CPU,
+    PLUGIN_NAME,
+)
 
 
 @cache
@@ -39,7 +43,8 @@ def cpu_build_lacks_synthetic(engine: str, engine_version: str | None) -> bool:
 
 def synthetic_plugin_loads(server_env: Mapping[str, str]) -> bool:
     """Whether a synthetic arm's server started with ``server_env`` loads specfleet's synthetic-acceptance
-    plugin: its folder declares it (``tasks.engine.synthetic_plugin``) and ``VLLM_PLUGINS``, where set, names it."""
+    plugin: its folder declares it (``specfleet_tasks.engine.synthetic_plugin``) and ``VLLM_PLUGINS``, where
+    set, names it."""
     if not plugin_shipped():
         return False
     allowed = server_env.get("VLLM_PLUGINS", os.environ.get("VLLM_PLUGINS"))

@@ -27,12 +27,12 @@ from specfleet.planning.estimate import SweepTimes, estimate_sweep, stage_wall_s
 from specfleet.planning.replicas import slots
 from specfleet.planning.timing import ArmRecord, CalibratedTiming, PriorTiming
 from specfleet.report.sweep_report import SweepReport
-from tasks.engine.startups import engine_import_s, recorded_startups, startup_key, startup_note
-from tasks.plan.models import FIXTURE_PREFIX, local_dir
-from tasks.plan.preflight import config_base_dir
-from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
-from tasks.store.config import load_sweep_config
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.engine.startups import engine_import_s, recorded_startups, startup_key, startup_note
+from specfleet_tasks.plan.models import FIXTURE_PREFIX, local_dir
+from specfleet_tasks.plan.preflight import config_base_dir
+from specfleet_tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.store.sweep import StoredSweep
 
 CHARS_PER_TOKEN = 4.0
 """Prompt length before any tokenizer ran: about four characters per token for English BPE
@@ -50,7 +50,7 @@ def model_shape(name: str, dtype: str, quantization: str | None) -> ModelShape |
 
 def _model_shape(name: str, dtype: str, quantization: str | None) -> ModelShape | None:
     if name.startswith(FIXTURE_PREFIX):
-        from tasks.fixtures.build import fixture_architecture
+        from specfleet_tasks.fixtures.build import fixture_architecture
 
         which = name.removeprefix(FIXTURE_PREFIX)
         return shape_from_hf_config(fixture_architecture(which), dtype, quantization, f"fixture recipe ({which})")

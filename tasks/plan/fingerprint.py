@@ -4,8 +4,8 @@ from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.fingerprint import Fingerprint
-from tasks.engine.distribution import engine_distribution
-from tasks.plan.models import TOKENIZER_FILES, local_dir, tree_hash
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.plan.models import TOKENIZER_FILES, local_dir, tree_hash
 
 LAYOUT_FIELDS = {"nodes", "accelerators_per_node", "memory_bandwidth_gb_per_s", "peak_tflops"}
 """Hardware fields only the plan reads (cluster size, the prior's roofline): they change no measurement."""

@@ -9,7 +9,7 @@ from specfleet.contract import SweepConfig, arm_plans
 from specfleet.errors import InputError
 
 if TYPE_CHECKING:
-    from tasks.fixtures.build import BuildProgress
+    from specfleet_tasks.fixtures.build import BuildProgress
 
 FIXTURE_PREFIX = "fixture:"
 WIDE = "target-wide"
@@ -60,7 +60,7 @@ def resolve_models(config: SweepConfig, cache_root: Path | None = None,
     resolved: dict[str, str] = {}
     names = model_names(config)
     if any(n.startswith(FIXTURE_PREFIX) for n in names):
-        from tasks.fixtures.build import build_fixtures
+        from specfleet_tasks.fixtures.build import build_fixtures
 
         fixtures = build_fixtures(cache_root, progress=progress)
         table = {"target": fixtures.target, "draft": fixtures.draft, "tokenizer": fixtures.tokenizer}
@@ -68,7 +68,7 @@ def resolve_models(config: SweepConfig, cache_root: Path | None = None,
             if name.startswith(FIXTURE_PREFIX):
                 which = name.removeprefix(FIXTURE_PREFIX)
                 if which == WIDE:
-                    from tasks.fixtures.wide import widen
+                    from specfleet_tasks.fixtures.wide import widen
 
                     resolved[name] = str(widen(fixtures.target, fixtures.target.with_name(WIDE)))
                     continue

@@ -18,10 +18,10 @@ from specfleet.planning.power import (
 )
 from specfleet.planning.replicas import baseline_replicas
 from specfleet.verdicts.power import POWER
-from tasks.engine.noise_records import recorded_noise
-from tasks.plan.estimate import PlanInputs
-from tasks.plan.sweep_plan import planned_cells
-from tasks.store.sweep import stored_sweeps
+from specfleet_tasks.engine.noise_records import recorded_noise
+from specfleet_tasks.plan.estimate import PlanInputs
+from specfleet_tasks.plan.sweep_plan import planned_cells
+from specfleet_tasks.store.sweep import stored_sweeps
 
 REPEATS = (1, 2, 3)
 REQUESTS_SCALE = (1, 2, 4)

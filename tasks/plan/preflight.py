@@ -8,11 +8,11 @@ from pathlib import Path
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.server_args import server_env
 from specfleet.errors import InputError
-from tasks.loadgen.endpoint import verifying_context
-from tasks.plan.engine_support import check_engine_support
-from tasks.plan.models import FIXTURE_PREFIX, check_fixture_names, local_dir, looks_local
-from tasks.plan.prompt_sets import load_prompt_class
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.loadgen.endpoint import verifying_context
+from specfleet_tasks.plan.engine_support import check_engine_support
+from specfleet_tasks.plan.models import FIXTURE_PREFIX, check_fixture_names, local_dir, looks_local
+from specfleet_tasks.plan.prompt_sets import load_prompt_class
+from specfleet_tasks.store.config import load_sweep_config
 
 
 def vocabulary(directory: Path) -> dict[str, int] | None:

@@ -22,14 +22,14 @@ from specfleet.gates.scored_set import ScoredSet
 from specfleet.planning.budget import budgeted
 from specfleet.planning.replicas import baseline_replicas, replica_shares
 from specfleet.verdicts.policy_arm import DerivedPolicies, derive_policies, with_policy_arms
-from tasks.plan.engine_check import engine_checks
-from tasks.plan.fingerprint import compute_fingerprint
-from tasks.plan.models import resolve_models
-from tasks.plan.preflight import config_base_dir, prefix_cache_warnings, tokenizer_warnings
-from tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
-from tasks.store.config import load_sweep_config
-from tasks.store.results import ResultsStore, probe_file
-from tasks.store.sweep import (
+from specfleet_tasks.plan.engine_check import engine_checks
+from specfleet_tasks.plan.fingerprint import compute_fingerprint
+from specfleet_tasks.plan.models import resolve_models
+from specfleet_tasks.plan.preflight import config_base_dir, prefix_cache_warnings, tokenizer_warnings
+from specfleet_tasks.plan.prompt_sets import load_prompt_class, load_scored_sets
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.store.results import ResultsStore, probe_file
+from specfleet_tasks.store.sweep import (
     ENGINE_CHECKS_FILE,
     POLICY_FILE,
     SWEEP_FILE,

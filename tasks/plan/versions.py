@@ -1,7 +1,7 @@
 """Installed versions of the parts a result depends on, read from package metadata."""
 
 import specfleet
-from tasks.engine.distribution import distribution_version, engine_distribution
+from specfleet_tasks.engine.distribution import distribution_version, engine_distribution
 
 
 def stack_versions() -> dict[str, str | None]:

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from specfleet.measure.acceptance import ClassAcceptance, class_acceptance
 from specfleet.report.sweep_report import SweepReport
 from specfleet.verdicts.kpolicy import KPolicy, Recommendation
-from tasks.report.diff import SweepDiff, diff_sweeps
-from tasks.report.headline import inconclusive_lines
-from tasks.report.measures import (
+from specfleet_tasks.report.diff import SweepDiff, diff_sweeps
+from specfleet_tasks.report.headline import inconclusive_lines
+from specfleet_tasks.report.measures import (
     EnergyRow,
     KVRow,
     LatencyCurve,
@@ -19,10 +19,10 @@ from tasks.report.measures import (
     latency_curves,
     read_together_notes,
 )
-from tasks.report.predicted import PredictedView, predicted_view
-from tasks.report.tables import policy_comparison_lines
-from tasks.report.views import HeatMap, TheoryRow, heat_maps, modelled_grid, theory_rows
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.report.predicted import PredictedView, predicted_view
+from specfleet_tasks.report.tables import policy_comparison_lines
+from specfleet_tasks.report.views import HeatMap, TheoryRow, heat_maps, modelled_grid, theory_rows
+from specfleet_tasks.store.sweep import StoredSweep
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class ReportContent:
     """The all-prompt-classes specfleet policy of each speculative arm, its speculative_config, and
     whether a policy arm measured it."""
     policy_comparisons: list[str]
-    """Each measured k policy beside its composed verdict (``tasks.report.tables.policy_comparison_lines``)."""
+    """Each measured k policy beside its composed verdict
+    (``specfleet_tasks.report.tables.policy_comparison_lines``)."""
     maps: list[HeatMap]
     theory: list[TheoryRow]
     grid_ks: list[int]

@@ -7,8 +7,8 @@ from specfleet.contract.fingerprint import changed_parts
 from specfleet.contract.matrix import load_label
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.prompt_class import row_label
-from tasks.store.sweep import StoredSweep
-from tasks.tracking.names import contract_params
+from specfleet_tasks.store.sweep import StoredSweep
+from specfleet_tasks.tracking.names import contract_params
 
 ABSENT = "(absent)"
 DecisionKey = tuple[str, str, str, str, float]

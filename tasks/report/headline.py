@@ -1,7 +1,7 @@
 """What a sweep says first, as text: the verdict at the traffic mix (``MixVerdict``), and the
 cell decisions and gates grouped so that cells sharing a verdict and reason read as one line.
 The terminal, ``summary.md`` and the report all open with these, in the one section order
-(``tasks.report.sections``); per-cell detail stays below them (the cost table, the negative-result cells)."""
+(``specfleet_tasks.report.sections``); per-cell detail stays below them (the cost table, the negative-result cells)."""
 
 import os
 from collections.abc import Mapping, Sequence
@@ -16,8 +16,8 @@ from specfleet.verdicts.detection import Detection
 from specfleet.verdicts.mix import GateCheck, MixCell, MixFigures, MixVerdict
 from specfleet.verdicts.prompt_class import ClassVerdict
 from specfleet.verdicts.traffic_mix import TrafficMix
-from tasks.report import fmt
-from tasks.report.tables import Column, gate_line, markdown_table
+from specfleet_tasks.report import fmt
+from specfleet_tasks.report.tables import Column, gate_line, markdown_table
 
 MIX_TITLE = "Verdict at the traffic mix (cost per million SLO-qualified tokens on whole replicas)"
 ClassFigures = tuple[MixVerdict, str, MixFigures]

@@ -1,6 +1,6 @@
 """The self-contained HTML report: one Jinja2 template, figures inlined as base64 PNG,
 styles inline, nothing fetched when the file is opened. Its sections of the sweep's report come first,
-in the one order (``tasks.report.sections``), then the figures."""
+in the one order (``specfleet_tasks.report.sections``), then the figures."""
 
 from dataclasses import dataclass
 
@@ -8,9 +8,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from specfleet.contract import load_label
 from specfleet.verdicts.table import DecisionRow
-from tasks.report import fmt, plots
-from tasks.report.content import ReportContent
-from tasks.report.headline import (
+from specfleet_tasks.report import fmt, plots
+from specfleet_tasks.report.content import ReportContent
+from specfleet_tasks.report.headline import (
     INCONCLUSIVE_TITLE,
     MIX_CLASS_COLUMNS,
     MIX_COLUMNS,
@@ -20,9 +20,9 @@ from tasks.report.headline import (
     mix_verdict_lines,
     noise_lines,
 )
-from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
-from tasks.report.sections import TITLES
-from tasks.report.tables import (
+from specfleet_tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
+from specfleet_tasks.report.sections import TITLES
+from specfleet_tasks.report.tables import (
     ACCEPTANCE_CAPTION,
     ACCEPTANCE_COLUMNS,
     ACCEPTANCE_TITLE,
@@ -68,7 +68,7 @@ def _negative_cells(row: DecisionRow) -> list[str]:
 
 
 def _environment() -> Environment:
-    env = Environment(loader=PackageLoader("tasks.report", "templates"), autoescape=select_autoescape(["j2"]),
+    env = Environment(loader=PackageLoader("specfleet_tasks.report", "templates"), autoescape=select_autoescape(["j2"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=fmt.num, pct=fmt.pct, speedup=fmt.speedup, config_json=fmt.config_json,
                        saving_range=fmt.saving_range, difference=fmt.difference, not_measured=not_measured_line)

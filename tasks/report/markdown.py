@@ -1,19 +1,20 @@
 """``report.md``, the report's markdown (``specfleet report``): the sweep's report in the one section
-order (``tasks.report.sections``), as ``summary.md`` shows it (``tasks.report.summary_md``) with more
+order (``specfleet_tasks.report.sections``), as ``summary.md`` shows it
+(``specfleet_tasks.report.summary_md``) with more
 detail where the report has it (each class's ready-to-paste config, each gate's test), then what the
 report adds: latency caveats, KV capacity, energy, the measured and predicted view and the diff."""
 
 from collections.abc import Callable
 
 from specfleet.contract import arm_plans
-from tasks.report import fmt
-from tasks.report.content import ReportContent
-from tasks.report.headline import mix_markdown
-from tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
-from tasks.report.sections import SectionKey, report_sections
-from tasks.report.summary_md import BODIES, bullets, code_block
-from tasks.report.summary_md import Body as SummaryBody
-from tasks.report.tables import (
+from specfleet_tasks.report import fmt
+from specfleet_tasks.report.content import ReportContent
+from specfleet_tasks.report.headline import mix_markdown
+from specfleet_tasks.report.predicted import MEASURED_COLUMNS, PREDICTED_COLUMNS, caption, table_title
+from specfleet_tasks.report.sections import SectionKey, report_sections
+from specfleet_tasks.report.summary_md import BODIES, bullets, code_block
+from specfleet_tasks.report.summary_md import Body as SummaryBody
+from specfleet_tasks.report.tables import (
     ACCEPTANCE_CAPTION,
     ACCEPTANCE_COLUMNS,
     gate_line,

@@ -17,8 +17,8 @@ from specfleet.measure.metrics import (
     ttft_series_ms,
 )
 from specfleet.results import CellResult, KVCacheInfo, RequestRecord
-from tasks.store.sweep import StoredSweep
-from tasks.tracking.names import contract_params
+from specfleet_tasks.store.sweep import StoredSweep
+from specfleet_tasks.tracking.names import contract_params
 
 Series = Callable[[Iterable[RequestRecord]], list[float]]
 PERCENTILES = ("p50", "p95", "p99")

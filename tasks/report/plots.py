@@ -20,10 +20,10 @@ from matplotlib.ticker import MaxNLocator
 
 from specfleet.economics.theory import ModelledAlpha, net_speedup
 from specfleet.perfmodel.prediction import PREDICTED_LABEL
-from tasks.report import fmt
-from tasks.report.measures import PERCENTILES, EnergyRow, KVRow, LatencyCurve
-from tasks.report.predicted import PredictedCurve
-from tasks.report.views import HeatMap, TheoryRow
+from specfleet_tasks.report import fmt
+from specfleet_tasks.report.measures import PERCENTILES, EnergyRow, KVRow, LatencyCurve
+from specfleet_tasks.report.predicted import PredictedCurve
+from specfleet_tasks.report.views import HeatMap, TheoryRow
 
 DPI = 110
 NA_COLOUR = "#d9d9d9"

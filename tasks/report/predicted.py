@@ -21,9 +21,9 @@ from specfleet.perfmodel.predict import QUICK_REQUESTS, PredictionQuery, Predict
 from specfleet.perfmodel.prediction import PREDICTED_LABEL, Prediction
 from specfleet.stats import bootstrap as bs
 from specfleet.stats.samples import CellSample
-from tasks.report import fmt
-from tasks.report.tables import Column
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.report import fmt
+from specfleet_tasks.report.tables import Column
+from specfleet_tasks.store.sweep import StoredSweep
 
 CURVE_REQUESTS = QUICK_REQUESTS
 """Requests simulated per predicted point (``specfleet predict`` simulates 256): keeps the view's

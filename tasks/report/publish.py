@@ -7,11 +7,11 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from tasks.report.content import ReportContent
-from tasks.report.html import render_html
-from tasks.report.markdown import render_markdown
-from tasks.store.results import atomic_write_text
-from tasks.tracking.runs import SWEEP_RUNS
+from specfleet_tasks.report.content import ReportContent
+from specfleet_tasks.report.html import render_html
+from specfleet_tasks.report.markdown import render_markdown
+from specfleet_tasks.store.results import atomic_write_text
+from specfleet_tasks.tracking.runs import SWEEP_RUNS
 
 REPORT_HTML = "report.html"
 REPORT_MARKDOWN = "report.md"

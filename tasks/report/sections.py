@@ -1,6 +1,7 @@
-"""The one order every text of a sweep's report follows: the terminal (``cli.render.print_sweep_summary``),
-``summary.md`` (also MLflow's and the Prefect artifact: ``tasks.report.summary_md``), ``report.md``
-(``tasks.report.markdown``) and the HTML report (``tasks.report.html``). Each renders the sections its
+"""The one order every text of a sweep's report follows: the terminal (``specfleet_cli.render.print_sweep_summary``),
+``summary.md`` (also MLflow's and the Prefect artifact: ``specfleet_tasks.report.summary_md``), ``report.md``
+(``specfleet_tasks.report.markdown``) and the HTML report (``specfleet_tasks.report.html``). Each renders the
+sections its
 report has, in ``SECTIONS`` order and under these titles, each in its own way (the terminal groups the
 decisions, the files show them as tables); the report's figures (heat maps, latency, KV, energy, the
 measured and predicted view, the diff) follow them in the report's files."""
@@ -9,8 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from specfleet.report.sweep_report import SweepReport
-from tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
-from tasks.report.tables import ACCEPTANCE_TITLE, POLICY_COMPARISON_TITLE, not_measured_title
+from specfleet_tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
+from specfleet_tasks.report.tables import ACCEPTANCE_TITLE, POLICY_COMPARISON_TITLE, not_measured_title
 
 SectionKey = Literal["mix", "classes", "noise", "decisions", "negative", "inconclusive", "k_policy",
                      "policy_comparison", "gates", "acceptance", "server_args", "engine_checks", "overhead",

@@ -1,15 +1,15 @@
 """``summary.md``: the sweep's report as the flow writes it when it finishes (also logged to MLflow
-and published as the Prefect artifact), its sections in the one order (``tasks.report.sections``);
-``report.md`` shows the same sections with more detail (``tasks.report.markdown``)."""
+and published as the Prefect artifact), its sections in the one order (``specfleet_tasks.report.sections``);
+``report.md`` shows the same sections with more detail (``specfleet_tasks.report.markdown``)."""
 
 from collections.abc import Callable, Sequence
 
 from specfleet.report.sweep_report import SweepReport
 from specfleet.verdicts.prompt_class import ClassVerdict
-from tasks.report import fmt
-from tasks.report.headline import inconclusive_lines, mix_markdown, noise_lines
-from tasks.report.sections import SectionKey, report_sections
-from tasks.report.tables import (
+from specfleet_tasks.report import fmt
+from specfleet_tasks.report.headline import inconclusive_lines, mix_markdown, noise_lines
+from specfleet_tasks.report.sections import SectionKey, report_sections
+from specfleet_tasks.report.tables import (
     ACCEPTANCE_CAPTION,
     ACCEPTANCE_COLUMNS,
     COST_COLUMNS,

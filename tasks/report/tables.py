@@ -23,7 +23,7 @@ from specfleet.stats.quality import GateResult
 from specfleet.verdicts.kpolicy import KPolicyReport
 from specfleet.verdicts.policy_arm import PolicyComparison
 from specfleet.verdicts.table import DecisionRow
-from tasks.report import fmt
+from specfleet_tasks.report import fmt
 
 Row = TypeVar("Row")
 Column = tuple[str, Callable[[Row], str]]

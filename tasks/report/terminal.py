@@ -1,12 +1,12 @@
-"""What the terminal shows at the end of a sweep (``cli.render.print_sweep_summary`` prints it): the
-report's sections in the one order (``tasks.report.sections``), each as a few plain lines, one screen
+"""What the terminal shows at the end of a sweep (``specfleet_cli.render.print_sweep_summary`` prints it): the
+report's sections in the one order (``specfleet_tasks.report.sections``), each as a few plain lines, one screen
 for the demo; the per-cell tables are in ``summary.md``, which the lines name."""
 
 from collections.abc import Callable
 
 from specfleet.report.sweep_report import SweepReport
-from tasks.report.fmt import NA
-from tasks.report.headline import (
+from specfleet_tasks.report.fmt import NA
+from specfleet_tasks.report.headline import (
     class_verdict_lines,
     grouped_decision_lines,
     grouped_gate_lines,
@@ -14,9 +14,9 @@ from tasks.report.headline import (
     mix_lines,
     noise_lines,
 )
-from tasks.report.sections import SectionKey, report_sections
-from tasks.report.summary_md import server_args_lines
-from tasks.report.tables import engine_check_lines, k_policy_lines, not_measured_line, policy_comparison_lines
+from specfleet_tasks.report.sections import SectionKey, report_sections
+from specfleet_tasks.report.summary_md import server_args_lines
+from specfleet_tasks.report.tables import engine_check_lines, k_policy_lines, not_measured_line, policy_comparison_lines
 
 NOT_MEASURED_SHOWN = 20
 """Not-measured cells listed at the end of a sweep; the rest are in summary.md."""

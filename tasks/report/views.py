@@ -11,7 +11,7 @@ from specfleet.economics.theory import ModelledAlpha, implied_alpha, net_speedup
 from specfleet.stats.bootstrap import Interval
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.prompt_class import row_label
-from tasks.store.sweep import StoredSweep
+from specfleet_tasks.store.sweep import StoredSweep
 
 GRID_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 

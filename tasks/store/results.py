@@ -23,8 +23,8 @@ from pydantic import BaseModel
 
 from specfleet.errors import StorageFull
 from specfleet.results import CellResult, RequestRecord
-from tasks.store.parquet import records_parquet_bytes
-from tasks.store.s3_mirror import S3Mirror
+from specfleet_tasks.store.parquet import records_parquet_bytes
+from specfleet_tasks.store.s3_mirror import S3Mirror
 
 MIRROR_ENV = "SPECFLEET_RESULTS_S3"
 FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}

@@ -32,9 +32,9 @@ from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
 from specfleet.verdicts.evidence import earlier_runs
 from specfleet.verdicts.mix import MixVerdict
 from specfleet.verdicts.policy_arm import DerivedPolicies, with_policy_arms
-from tasks.store.config import load_sweep_config
-from tasks.store.parquet import read_records_parquet
-from tasks.store.results import ProbeKind, probe_file
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.store.parquet import read_records_parquet
+from specfleet_tasks.store.results import ProbeKind, probe_file
 
 Probe = TypeVar("Probe", EquivalenceProbe, QualityProbe)
 SWEEP_FILE = "sweep.json"

@@ -29,11 +29,11 @@ from specfleet.report.sweep_report import REPORT_FILE, SweepReport
 from specfleet.results import CellResult
 from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.table import DecisionRow
-from tasks.arm.lifecycle import api_key
-from tasks.plan.versions import stack_versions
-from tasks.store.results import ResultsStore
-from tasks.store.sweep import SUMMARY_MARKDOWN
-from tasks.tracking.names import (
+from specfleet_tasks.arm.lifecycle import api_key
+from specfleet_tasks.plan.versions import stack_versions
+from specfleet_tasks.store.results import ResultsStore
+from specfleet_tasks.store.sweep import SUMMARY_MARKDOWN
+from specfleet_tasks.tracking.names import (
     acceptance_metrics,
     canary_metrics,
     cell_metrics,

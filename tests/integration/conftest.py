@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def fixture_models() -> dict[str, str]:
-    from tasks.fixtures.build import build_fixtures
+    from specfleet_tasks.fixtures.build import build_fixtures
 
     paths = build_fixtures()
     return {"fixture:target": str(paths.target), "fixture:draft": str(paths.draft),

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from specfleet.contract import SweepConfig, arm_plans, parse_sweep_config
 from specfleet.contract.server_args import server_args
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.engine.features import per_request_spec_metrics
-from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer
-from tasks.engine.synthetic_plugin import arm_server_env
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.engine.features import per_request_spec_metrics
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.engine.server import ArmServer
+from specfleet_tasks.engine.synthetic_plugin import arm_server_env
 from tests.integration.sweep_configs import fast_start
 
 SERVER_CONFIG = """

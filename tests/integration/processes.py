@@ -8,7 +8,7 @@ import time
 import httpx
 import psutil
 
-from tasks.engine.engines import STANDIN, VLLM
+from specfleet_tasks.engine.engines import STANDIN, VLLM
 
 
 def engine_processes() -> list[psutil.Process]:

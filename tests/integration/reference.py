@@ -24,7 +24,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Run
 
 from specfleet.results import CellResult
-from tasks.store.results import MIRROR_ENV, ResultsStore
+from specfleet_tasks.store.results import MIRROR_ENV, ResultsStore
 from tests.integration.s3_server import S3Server
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, tiny_sweep_config
@@ -107,7 +107,7 @@ class ReferenceSweep:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "AWS_", "PREFECT_", "RAY_"))}
         env |= self.tracking.s3.env | {k: v for k, v in self.prefect.env.items() if k.startswith("PREFECT_")}
         env |= {MIRROR_ENV: RESULTS_URL, KEY_ENV: KEY_VALUE}
-        command = [sys.executable, "-c", "from cli.main import entry; entry()", *args,
+        command = [sys.executable, "-c", "from specfleet_cli.main import entry; entry()", *args,
                    "--tracking-uri", self.tracking.uri, "--results-dir", str(results_dir or self.results)]
         process = subprocess.Popen(command, cwd=self.root, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 import botocore.exceptions
 
-from tasks.engine.ports import free_port
+from specfleet_tasks.engine.ports import free_port
 from tests.integration.services import service, wait_until_ready
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import yaml
 
-from tasks.engine.ports import free_port
-from tasks.engine.server import log_tail
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.engine.server import log_tail
 
 BIN = Path(sys.executable).parent
 

@@ -15,22 +15,22 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
 from specfleet.contract import SamplingSpec
 from specfleet.contract.server_args import PER_REQUEST_SPEC_METRICS
 from specfleet.measure.acceptance import request_acceptance
 from specfleet.measure.telemetry import parse_spec_decode_counters, spec_decode_delta
 from specfleet.results.records import RequestRecord
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.engine.features import engine_accepts_per_request_spec_metrics
-from tasks.engine.server import ArmServer
-from tasks.loadgen import RequestSettings
-from tasks.loadgen.client import request_body, stream_request
-from tasks.loadgen.http import StreamClient
-from tasks.loadgen.sse import completion_text
-from tasks.plan.prompt_sets import resolve_prompts
-from tasks.report.fmt import num
-from tasks.store.parquet import read_records_parquet
+from specfleet_cli.main import app
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.engine.features import engine_accepts_per_request_spec_metrics
+from specfleet_tasks.engine.server import ArmServer
+from specfleet_tasks.loadgen import RequestSettings
+from specfleet_tasks.loadgen.client import request_body, stream_request
+from specfleet_tasks.loadgen.http import StreamClient
+from specfleet_tasks.loadgen.sse import completion_text
+from specfleet_tasks.plan.prompt_sets import resolve_prompts
+from specfleet_tasks.report.fmt import num
+from specfleet_tasks.store.parquet import read_records_parquet
 from tests.integration.idle_servers import IdleServers
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]

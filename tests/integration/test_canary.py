@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.store.results import ResultsStore
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.store.results import ResultsStore
 from tests.integration.idle_servers import IdleServers
 from tests.integration.reference import ReferenceSweep
 

@@ -14,15 +14,15 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
 from specfleet.contract.prompts import PromptItem
 from specfleet.measure.telemetry import parse_spec_decode_counters, spec_decode_delta
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.arm.probes import greedy_probe
-from tasks.engine.server import ArmServer
-from tasks.fixtures.build import build_fixtures
-from tasks.loadgen import ServerEndpoint
-from tasks.plan.prompt_sets import bundled_names, resolve_prompts
+from specfleet_cli.main import app
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.arm.probes import greedy_probe
+from specfleet_tasks.engine.server import ArmServer
+from specfleet_tasks.fixtures.build import build_fixtures
+from specfleet_tasks.loadgen import ServerEndpoint
+from specfleet_tasks.plan.prompt_sets import bundled_names, resolve_prompts
 from tests.integration.idle_servers import IdleServers
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow]

@@ -22,9 +22,9 @@ import pytest
 from infra.vllm_gpu_wheel import STAMP, VERSIONS, wheel_dir
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.contract.server_args import server_args, server_env
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.plan.engine_support import RUNNER_ENV
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.plan.engine_support import RUNNER_ENV
+from specfleet_tasks.store.config import load_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.gpu_parser]
 
@@ -51,7 +51,7 @@ def _wheel(version: str) -> Path:
 
 
 def _rendered(config: SweepConfig) -> list[dict[str, Any]]:
-    """Each arm's arguments and environment as ``tasks.arm.lifecycle`` starts its server, on an
+    """Each arm's arguments and environment as ``specfleet_tasks.arm.lifecycle`` starts its server, on an
     engine with per-request acceptance (both builds have it)."""
     resolved = {name: str(path) for name, path in STAND_INS.items()}
     arms = []
@@ -67,27 +67,31 @@ def _rendered(config: SweepConfig) -> list[dict[str, Any]]:
 
 
 @cache
-def _engine_views(version: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """(config, arm) -> what ``version``'s engine made of the arm: one child process per version
-    (importing vLLM is most of its time)."""
+def _engine_views() -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
+    """version -> (config, arm) -> what that version's engine made of the arm: one child process per
+    version, all running at once (importing vLLM is most of their time)."""
     arms = [{**arm, "arm": f"{name}/{arm['arm']}"} for name in GPU_CONFIGS
             for arm in _rendered(load_sweep_config(ROOT / "configs" / name))]
-    request = {"wheel": str(_wheel(version)), "arms": arms}
-    done = subprocess.run([sys.executable, str(HERE / "probe.py")], input=json.dumps(request), capture_output=True,
-                          text=True, timeout=1200, check=False, env=os.environ | {"VLLM_LOGGING_LEVEL": "WARNING"})
-    assert done.returncode == 0, done.stderr[-4000:]
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for view in (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")):
-        name, arm = view["arm"].split("/", 1)
-        found[name, arm] = view
-    return found
+    children = {version: subprocess.Popen([sys.executable, str(HERE / "probe.py")], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          env=os.environ | {"VLLM_LOGGING_LEVEL": "WARNING"})
+                for version in VERSIONS}
+    views: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for version, child in children.items():
+        out, err = child.communicate(json.dumps({"wheel": str(_wheel(version)), "arms": arms}), timeout=1200)
+        assert child.returncode == 0, err[-4000:]
+        found = views.setdefault(version, {})
+        for view in (json.loads(line) for line in out.splitlines() if line.startswith("{")):
+            name, arm = view["arm"].split("/", 1)
+            found[name, arm] = view
+    return views
 
 
 @pytest.mark.parametrize("config_name", GPU_CONFIGS)
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_arm_runs_as_the_config_states_on_the_gpu_build(version: str, config_name: str) -> None:
     config = load_sweep_config(ROOT / "configs" / config_name)
-    views = {arm: view for (name, arm), view in _engine_views(version).items() if name == config_name}
+    views = {arm: view for (name, arm), view in _engine_views()[version].items() if name == config_name}
     plans = arm_plans(config)
     assert set(views) == {plan.arm for plan in plans} | {WITHOUT_TP}
     for plan in plans:

@@ -23,11 +23,11 @@ from specfleet.contract.prompts import PromptItem
 from specfleet.contract.server_args import server_args, server_env
 from specfleet.measure.acceptance import NO_SERVER_FIGURES
 from specfleet.results import ArmTiming
-from tasks.arm.lifecycle import run_arm
-from tasks.engine.server import ArmServer, ArmStartError
-from tasks.plan.prompt_sets import load_prompt_class
-from tasks.store.parquet import read_records_parquet
-from tasks.store.results import ResultsStore
+from specfleet_tasks.arm.lifecycle import run_arm
+from specfleet_tasks.engine.server import ArmServer, ArmStartError
+from specfleet_tasks.plan.prompt_sets import load_prompt_class
+from specfleet_tasks.store.parquet import read_records_parquet
+from specfleet_tasks.store.results import ResultsStore
 from tests.integration.idle_servers import server_config
 from tests.integration.processes import live_engine_pids, new_server_serving
 from tests.integration.reference import ARMS, GREEDY_PROMPTS, GREEDY_TOKENS, MAX_TOKENS, REQUESTS, ReferenceSweep

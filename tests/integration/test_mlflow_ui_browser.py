@@ -20,13 +20,13 @@ import typer
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from cli.report import report
 from specfleet.contract import CellIdentity
 from specfleet.results.records import RequestRecord
-from tasks.analysis.summary import aggregate
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.summary_md import summary_markdown
-from tasks.tracking.runs import experiment_page, log_cell_runs, log_sweep_summary, open_sweep_run
+from specfleet_cli.report import report
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from specfleet_tasks.report.summary_md import summary_markdown
+from specfleet_tasks.tracking.runs import experiment_page, log_cell_runs, log_sweep_summary, open_sweep_run
 from tests.integration.reference import Tracking
 from tests.support.sweep_data import records, store_cell, write_config
 

@@ -1,5 +1,5 @@
 """The drift alerts end to end: a real Prometheus loads the rules ``specfleet monitor rules`` writes
-(``tasks.monitor.rules.rules_yaml``) and scrapes the session's ngram k=3 vLLM CPU server; traffic of a
+(``specfleet_tasks.monitor.rules.rules_yaml``) and scrapes the session's ngram k=3 vLLM CPU server; traffic of a
 class the fixture target copies from its prompt (rag) keeps tokens per decode step high, then
 traffic of one it does not (longform) brings them down, and ``SpeculationBelowBreakEven`` goes to
 firing in Prometheus's own alerts API.
@@ -32,10 +32,10 @@ from specfleet.contract.server_args import deployment_args
 from specfleet.production.monitor_basis import LoadBucket, MonitorBasis, decode_tokens_per_step
 from specfleet.production.prometheus_rules import BELOW_BREAK_EVEN, DRIFT, record_names
 from specfleet.results.records import RequestRecord
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
-from tasks.monitor.rules import rules_yaml, write_rules
-from tasks.plan.prompt_sets import resolve_prompts
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
+from specfleet_tasks.monitor.rules import rules_yaml, write_rules
+from specfleet_tasks.plan.prompt_sets import resolve_prompts
 from tests.integration.idle_servers import IdleServers, server_config
 from tests.integration.services import prometheus_server
 

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
 from specfleet.production.prometheus_rules import BELOW_BREAK_EVEN, DRIFT
+from specfleet_cli.main import app
 from tests.support.adopted_sweep import adopted_sweep
 
 pytestmark = pytest.mark.integration

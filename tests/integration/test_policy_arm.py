@@ -30,7 +30,7 @@ import yaml
 
 from specfleet.contract.arms import SCHEDULE_KEY
 from specfleet.report.sweep_report import SweepReport
-from tasks.store.sweep import POLICY_FILE, StoredSweep
+from specfleet_tasks.store.sweep import POLICY_FILE, StoredSweep
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, tiny_sweep_config
 
@@ -62,7 +62,7 @@ def _config(root: Path) -> Path:
 def policy_sweep(tmp_path_factory: pytest.TempPathFactory, prefect_api: PrefectServer) -> tuple[StoredSweep, str]:
     root = tmp_path_factory.mktemp("policy")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_"))} | prefect_api.env
-    command = [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", str(_config(root)),
+    command = [sys.executable, "-c", "from specfleet_cli.main import entry; entry()", "sweep", str(_config(root)),
                "--results-dir", str(root / "results"), "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}"]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=1100, check=False)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]

@@ -34,19 +34,19 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from flows.revalidate import EVENT
 from specfleet.contract import SweepConfig, arm_plans
 from specfleet.planning.budget import cell_cost_s
 from specfleet.production.canary import VERDICT_EVENT
 from specfleet.report.sweep_report import SweepReport
 from specfleet.results import CellResult
-from tasks.engine.server import log_tail
-from tasks.engine.startups import record_startup, recorded_startups, startup_key
-from tasks.fixtures.build import default_cache_root
-from tasks.plan.budget import cell_budget
-from tasks.plan.sweep_plan import plan_sweep
-from tasks.store.config import load_sweep_config
-from tasks.store.results import MIRROR_ENV
+from specfleet_flows.revalidate import EVENT
+from specfleet_tasks.engine.server import log_tail
+from specfleet_tasks.engine.startups import record_startup, recorded_startups, startup_key
+from specfleet_tasks.fixtures.build import default_cache_root
+from specfleet_tasks.plan.budget import cell_budget
+from specfleet_tasks.plan.sweep_plan import plan_sweep
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.store.results import MIRROR_ENV
 from tests.integration.processes import marked_processes
 from tests.integration.services import PrefectServer, service
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, standin_env, tiny_sweep_config
@@ -78,7 +78,7 @@ def sweep_request(root: Path, cache: Path) -> dict[str, Any]:
     keys onto the run's parameters (infra/prefect/prefect.yaml); this is the one place a test
     run's parameters are set: the deployment's continue_sweep (no earlier sweep of this config:
     the run starts the first) and a budget set from the planner's own predictions
-    (``tasks.plan.budget.cell_budget``) on start-ups this test records in the run's cache
+    (``specfleet_tasks.plan.budget.cell_budget``) on start-ups this test records in the run's cache
     (``record_timing``): the opening baseline with its closing twin, the closing baseline's
     reserve and ``OPENING_SLACK_S``."""
     config = tiny_sweep_config(root / "nightly.yaml", EXPERIMENT, [BASELINE_ARM, NGRAM_ARM | {"env": NGRAM_ENV}],
@@ -249,7 +249,7 @@ def _continue(server: PrefectServer, request: dict[str, Any], tmp_path: Path) ->
     server and the worker's MLflow, with a budget the ngram arm's recorded start fits."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_", "RAY_"))}
     env |= {CONTINUED: CONTINUED_VALUE, "PREFECT_API_URL": server.api_url}
-    command = [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", request["config_path"],
+    command = [sys.executable, "-c", "from specfleet_cli.main import entry; entry()", "sweep", request["config_path"],
                "--budget", "2d", "--continue", "--results-dir", request["results_dir"],
                "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)

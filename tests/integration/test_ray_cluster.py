@@ -33,11 +33,11 @@ import pytest
 import ray
 
 from specfleet.contract import arm_plans
-from tasks.cluster.session import ARM_RESOURCE, arm_resources, ray_session
-from tasks.cluster.stage import ARM_RETRIES, arm_report, arm_task
-from tasks.engine.ports import free_port
-from tasks.plan.sweep_plan import ArmWork
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.cluster.session import ARM_RESOURCE, arm_resources, ray_session
+from specfleet_tasks.cluster.stage import ARM_RETRIES, arm_report, arm_task
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.plan.sweep_plan import ArmWork
+from specfleet_tasks.store.config import load_sweep_config
 from tests.integration.processes import engine_processes, new_server_serving
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, standin_env, tiny_sweep_config
@@ -283,7 +283,7 @@ def test_a_sweep_finishes_after_its_worker_node_is_lost(
     before = {p.pid for p in engine_processes()}
     with log.open("w") as out:
         sweep = subprocess.Popen(
-            [sys.executable, "-c", "from cli.main import entry; entry()", "sweep", str(config),
+            [sys.executable, "-c", "from specfleet_cli.main import entry; entry()", "sweep", str(config),
              "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--results-dir", str(tmp_path / "results")],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:

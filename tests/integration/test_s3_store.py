@@ -8,7 +8,7 @@ import pytest
 
 from specfleet.contract import CellIdentity
 from specfleet.results import CellResult, DistributionSummary, EnergyReading, RequestRecord, Throughput
-from tasks.store.results import ResultsStore
+from specfleet_tasks.store.results import ResultsStore
 from tests.integration.s3_server import S3Server
 
 pytestmark = pytest.mark.integration

@@ -11,13 +11,13 @@ import pytest
 
 from specfleet.contract.prompts import PromptItem
 from specfleet.measure.telemetry import parse_kv_cache_info, parse_spec_decode_counters
-from tasks.arm.probes import greedy_probe
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.engines import STANDIN_DISTRIBUTION, arm_engine
-from tasks.engine.features import engine_accepts_per_request_spec_metrics
-from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer, ArmStartError
-from tasks.loadgen import run_async
+from specfleet_tasks.arm.probes import greedy_probe
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.engines import STANDIN_DISTRIBUTION, arm_engine
+from specfleet_tasks.engine.features import engine_accepts_per_request_spec_metrics
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.engine.server import ArmServer, ArmStartError
+from specfleet_tasks.loadgen import run_async
 from tests.integration.sweep_configs import standin_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

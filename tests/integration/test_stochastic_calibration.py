@@ -21,12 +21,12 @@ from specfleet.stats.equivalence import (
     sample_seeds,
     stochastic_equivalence,
 )
-from tasks.arm.lifecycle import SERVED_MODEL_NAME, probe_prompts
-from tasks.arm.probes import stochastic_probe
-from tasks.engine.server import ArmServer
-from tasks.loadgen.endpoint import ServerEndpoint
-from tasks.plan.prompt_sets import load_prompt_class
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME, probe_prompts
+from specfleet_tasks.arm.probes import stochastic_probe
+from specfleet_tasks.engine.server import ArmServer
+from specfleet_tasks.loadgen.endpoint import ServerEndpoint
+from specfleet_tasks.plan.prompt_sets import load_prompt_class
+from specfleet_tasks.store.config import load_sweep_config
 from tests.integration.idle_servers import IdleServers
 from tests.integration.sweep_configs import ROOT
 

@@ -32,7 +32,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from tasks.engine.ports import free_port
+from specfleet_tasks.engine.ports import free_port
 from tests.integration.processes import marked_processes
 from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, standin_env, tiny_sweep_config
@@ -70,7 +70,7 @@ class Night:
         env |= {MARKER: MARKER_VALUE, "PREFECT_HOME": str(self.root / "prefect-home"), **standin_env()}
         if self.prefect is not None:
             env["PREFECT_API_URL"] = self.prefect.api_url
-        command = [sys.executable, "-c", "from cli.main import entry; entry()", *args,
+        command = [sys.executable, "-c", "from specfleet_cli.main import entry; entry()", *args,
                    "--tracking-uri", tracking or self.down_uri, "--results-dir", str(self.root / "results")]
         log = self.root / f"command-{time.monotonic_ns()}.log"
         with log.open("w") as out:

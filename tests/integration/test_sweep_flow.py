@@ -15,12 +15,12 @@ from prefect.artifacts import Artifact
 from prefect.events.filters import EventFilter, EventNameFilter
 from typer.testing import CliRunner, Result
 
-from cli.sweep import revalidate
-from flows.revalidate import EVENT, revalidate_flow
 from specfleet.gates.quality import QualityProbe
 from specfleet.report.sweep_report import SweepReport
-from tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
-from tasks.report.sections import TITLES
+from specfleet_cli.sweep import revalidate
+from specfleet_flows.revalidate import EVENT, revalidate_flow
+from specfleet_tasks.report.headline import INCONCLUSIVE_TITLE, MIX_TITLE
+from specfleet_tasks.report.sections import TITLES
 from tests.integration.reference import (
     ARTIFACTS_BUCKET,
     CELLS,

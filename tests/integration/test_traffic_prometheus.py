@@ -26,13 +26,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
 from specfleet.contract import SamplingSpec, TrafficSpec
 from specfleet.contract.traffic import check_traffic
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
-from tasks.plan.prompt_sets import resolve_prompts
-from tasks.store.config import load_sweep_config
+from specfleet_cli.main import app
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.loadgen import ClosedLoop, RequestSettings, ServerEndpoint, run_load
+from specfleet_tasks.plan.prompt_sets import resolve_prompts
+from specfleet_tasks.store.config import load_sweep_config
 from tests.integration.idle_servers import SERVER_CONFIG, IdleServers
 from tests.integration.services import prometheus_server
 

@@ -22,11 +22,11 @@ import pytest
 from specfleet.contract import arm_plans
 from specfleet.contract.server_args import server_args, server_env
 from specfleet.measure.telemetry import parse_spec_decode_counters, spec_decode_delta
-from tasks.arm.lifecycle import SERVED_MODEL_NAME
-from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer
-from tasks.engine.synthetic_plugin import PLUGIN_GROUP, PLUGIN_PATH
-from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
+from specfleet_tasks.arm.lifecycle import SERVED_MODEL_NAME
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.engine.server import ArmServer
+from specfleet_tasks.engine.synthetic_plugin import PLUGIN_GROUP, PLUGIN_PATH
+from specfleet_tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
 from tests.integration.idle_servers import server_config
 from tests.support.wheel import ROOT, build_wheel, install_wheel
 

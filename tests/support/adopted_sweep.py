@@ -1,5 +1,5 @@
 """A small synthetic sweep that adopts a speculative arm, stored and aggregated as the flow does
-(``summary.json`` from ``tasks.analysis.summary.aggregate``): what ``specfleet monitor rules`` reads.
+(``summary.json`` from ``specfleet_tasks.analysis.summary.aggregate``): what ``specfleet monitor rules`` reads.
 
 draft-k2 streams two tokens a chunk against the baseline's one, in half the window, on the seed's
 three prompt classes, and passes its gates: it is adopted. ngram-k3 diverges from the baseline's
@@ -16,8 +16,8 @@ from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
 from specfleet.measure.metrics import assemble_cell
 from specfleet.report.sweep_report import SweepReport
 from specfleet.results import EnergyReading, SpecDecodeStats
-from tasks.analysis.summary import aggregate
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.plan.sweep_plan import SweepPlan, plan_sweep
 from tests.support.sweep_data import TOKENS, fake_models, records
 
 CONFIG = """

@@ -34,9 +34,9 @@ from specfleet.stats.samples import CellSample, busy_s, qualified_tokens
 from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
 from specfleet.verdicts.evidence import earlier_runs
 from specfleet.verdicts.traffic_mix import cell_token_shares, effective_mix
-from tasks.plan.sweep_plan import planned_cells
-from tasks.store.results import ResultsStore, probe_file
-from tasks.store.sweep import SWEEP_FILE, StoredSweep, SweepRecord
+from specfleet_tasks.plan.sweep_plan import planned_cells
+from specfleet_tasks.store.results import ResultsStore, probe_file
+from specfleet_tasks.store.sweep import SWEEP_FILE, StoredSweep, SweepRecord
 
 SYNTHETIC = "synthetic"
 NO_ENERGY = EnergyReading(source="none", joules=None, reason="synthetic sweep: resampled requests, no energy counter")

@@ -8,8 +8,8 @@ from specfleet.contract import CellIdentity, SweepConfig, parse_sweep_config
 from specfleet.measure.metrics import assemble_cell
 from specfleet.results import CellResult, EnergyReading, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.store.results import ResultsStore
+from specfleet_tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from specfleet_tasks.store.results import ResultsStore
 from tests.support.records import paced_record
 
 TOKENS = 8

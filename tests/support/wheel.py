@@ -19,7 +19,10 @@ def build_wheel(out: Path) -> Path:
                             capture_output=True, check=True).stdout.decode()
     source = out / "source"
     for name in filter(None, listed.split("\0")):
-        if (ROOT / name).is_file():  # a file deleted but still in the index is not the tree's
+        if (ROOT / name).is_symlink():  # specfleet_tasks -> tasks and the other installed names
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).symlink_to((ROOT / name).readlink())
+        elif (ROOT / name).is_file():  # a file deleted but still in the index is not the tree's
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
     _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out / "dist"), str(source))

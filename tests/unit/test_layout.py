@@ -78,13 +78,14 @@ def test_no_decision_reads_a_prediction() -> None:
     or the report's measured and predicted view, even through another module. The model's labelled
     output type (``specfleet.perfmodel.prediction``), which the report carries for the cells a budget
     left out, is no part of the model, and the package's ``__init__`` imports nothing."""
-    assert {"specfleet.perfmodel.predict", "tasks.report.predicted"} <= _reaches(ROOT / "tasks/report/content.py")
+    predicted = "specfleet_tasks.report.predicted"
+    assert {"specfleet.perfmodel.predict", predicted} <= _reaches(ROOT / "tasks/report/content.py")
     for typed in ("specfleet/perfmodel/__init__.py", "specfleet/perfmodel/prediction.py"):
         assert {m for m in _reaches(ROOT / typed) if m.startswith("specfleet.perfmodel.")} <= {
             "specfleet.perfmodel.prediction"}, typed
     for source in DECIDERS:
         reached = _reaches(ROOT / source) - {"specfleet.perfmodel", "specfleet.perfmodel.prediction"}
-        assert not {m for m in reached if m.startswith("specfleet.perfmodel") or m == "tasks.report.predicted"}, source
+        assert not {m for m in reached if m.startswith("specfleet.perfmodel") or m == predicted}, source
 
 
 def _test_imports(path: Path, source: str | None = None) -> list[str]:
@@ -144,6 +145,8 @@ FLOORS = {
 """Each package's folders, lowest floor first: a folder imports only from the floors below its own;
 the modules at the package's root (``specfleet/errors.py``, ``tasks/progress.py``) sit under them all."""
 
+PACKAGES = {"specfleet": "specfleet", "tasks": "specfleet_tasks"}
+"""The name each folder is imported by."""
 
 def _floor(top: str, name: str) -> int:
     """The floor of ``top.name``: 0 for a root module, else 1 + its floor's index."""
@@ -163,7 +166,7 @@ def _imports_up(path: Path, source: str | None = None) -> list[str]:
     up = []
     for name in sorted(names):
         parts = name.split(".")
-        if parts[0] != top or len(parts) < 2 or parts[1] == own or not (ROOT / top / parts[1]).is_dir():
+        if parts[0] != PACKAGES[top] or len(parts) < 2 or parts[1] == own or not (ROOT / top / parts[1]).is_dir():
             continue
         if _floor(top, parts[1]) >= here:
             up.append(name)
@@ -177,11 +180,12 @@ def test_imports_run_down_the_floors() -> None:
     assert _imports_up(module, "from specfleet.verdicts.cell import Decision") == ["specfleet.verdicts.cell"]
     assert _imports_up(module, "import specfleet.report.sweep_report") == ["specfleet.report.sweep_report"]
     assert _imports_up(module, "from specfleet.contract import SweepConfig\nfrom specfleet.results import cell") == []
-    assert _imports_up(ROOT / "tasks/engine/features.py", "from tasks.plan.versions import stack_versions") == [
-        "tasks.plan.versions"]
-    assert _imports_up(ROOT / "tasks/store/sweep.py", "from tasks.loadgen.http import x") == ["tasks.loadgen.http"]
-    assert _imports_up(ROOT / "tasks/progress.py", "from tasks.store.results import x") == ["tasks.store.results"]
-    assert _imports_up(ROOT / "tasks/report/html.py", "from tasks.progress import x\nfrom tasks.store import y") == []
+    t = "specfleet_tasks"
+    assert _imports_up(ROOT / "tasks/engine/features.py", f"from {t}.plan.versions import stack_versions") == [
+        f"{t}.plan.versions"]
+    assert _imports_up(ROOT / "tasks/store/sweep.py", f"from {t}.loadgen.http import x") == [f"{t}.loadgen.http"]
+    assert _imports_up(ROOT / "tasks/progress.py", f"from {t}.store.results import x") == [f"{t}.store.results"]
+    assert _imports_up(ROOT / "tasks/report/html.py", f"from {t}.progress import x\nfrom {t}.store import y") == []
     for top, floors in FLOORS.items():
         folders = {p.name for p in (ROOT / top).iterdir() if (p / "__init__.py").is_file()}
         assert folders == {name for floor in floors for name in floor}, top
@@ -189,3 +193,31 @@ def test_imports_run_down_the_floors() -> None:
         assert len(modules) > 40
         offenders = {str(p.relative_to(ROOT)): found for p in modules if (found := _imports_up(p))}
         assert offenders == {}, top
+
+
+GENERIC = {"tasks", "flows", "cli"}
+"""The repository's folders, installed as ``specfleet_tasks``, ``specfleet_flows`` and ``specfleet_cli``."""
+
+
+def _generic_imports(source: str) -> list[str]:
+    tree = ast.parse(source)
+    names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    names += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+              and not node.level]
+    return sorted(name for name in names if name.split(".")[0] in GENERIC)
+
+
+def test_code_imports_the_shell_by_its_installed_names() -> None:
+    """Nothing imports ``tasks``, ``flows`` or ``cli``: under those names the code would run from the
+    repository alone, and twice beside the installed ``specfleet_*`` modules."""
+    assert _generic_imports("from tasks.engine import server\nimport flows.sweep") == ["flows.sweep", "tasks.engine"]
+    assert _generic_imports("from specfleet_tasks.engine import server\nfrom . import tasks") == []
+    for top in GENERIC:
+        link = ROOT / f"specfleet_{top}"
+        assert link.is_symlink() and link.resolve() == (ROOT / top).resolve(), link
+    modules = [p for folder in ("specfleet", *sorted(GENERIC), "tests", "benchmarks", "infra")
+               for p in sorted((ROOT / folder).rglob("*.py"))]
+    assert len(modules) > 300
+    offenders = {str(p.relative_to(ROOT)): found for p in modules
+                 if (found := _generic_imports(p.read_text(encoding="utf-8")))}
+    assert offenders == {}

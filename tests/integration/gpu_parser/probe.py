@@ -73,15 +73,20 @@ def main() -> None:
     deprecations = Deprecations()
     logging.getLogger("vllm").addHandler(deprecations)
     base_env = dict(os.environ)
+    seen: dict[str, dict[str, Any]] = {}
+    """Arms rendered alike in several configs are built once."""
     for arm in request["arms"]:
-        os.environ.clear()
-        os.environ.update(base_env | arm["env"])
-        deprecations.seen = []
-        try:
-            view = engine_view(arm["args"])
-        except Exception as err:  # the engine's refusal is the finding: report it, go on
-            view = {"error": f"{type(err).__name__}: {err}"}
-        print(json.dumps({"arm": arm["arm"], **view, "deprecations": sorted(set(deprecations.seen))}), flush=True)
+        key = json.dumps([arm["args"], arm["env"]])
+        if key not in seen:
+            os.environ.clear()
+            os.environ.update(base_env | arm["env"])
+            deprecations.seen = []
+            try:
+                view = engine_view(arm["args"])
+            except Exception as err:  # the engine's refusal is the finding: report it, go on
+                view = {"error": f"{type(err).__name__}: {err}"}
+            seen[key] = {**view, "deprecations": sorted(set(deprecations.seen))}
+        print(json.dumps({"arm": arm["arm"], **seen[key]}), flush=True)
 
 
 main()

@@ -11,8 +11,8 @@ from specfleet.contract import CellIdentity, SLOSpec
 from specfleet.contract.fingerprint import Fingerprint
 from specfleet.contract.workload import AdaptiveStoppingSpec
 from specfleet.results.records import RequestRecord
-from tasks.store.results import ResultsStore
-from tasks.store.sweep import SWEEP_FILE, SweepRecord
+from specfleet_tasks.store.results import ResultsStore
+from specfleet_tasks.store.sweep import SWEEP_FILE, SweepRecord
 from tests.support.records import MS
 from tests.support.sweep_data import load, records, store_cell, write_config
 

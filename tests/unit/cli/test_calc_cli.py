@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli import calc, stats
+from specfleet_cli import calc, stats
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""``specfleet canary`` runs through ``flows.canary.run_and_publish`` (the probe flow's function
+"""``specfleet canary`` runs through ``specfleet_flows.canary.run_and_publish`` (the probe flow's function
 too): flags reach it, the verdict is one JSON object on stdout, notes go to stderr, and a
 ``rollback`` exits 4. The replicas, the measurements and MLflow are stubbed here; the real thing
 is ``tests/integration/test_canary.py``."""
@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import flows.canary
-from cli.errors import ExitCode
-from cli.main import app
-from flows.canary import CanaryRun, run_and_publish
+import specfleet_flows.canary
 from specfleet.contract import SLOSpec
 from specfleet.production.canary import CanaryResult
-from tasks.canary.context import CanaryLoad, SweepContext, standalone_context
-from tasks.loadgen import ServerEndpoint
+from specfleet_cli.errors import ExitCode
+from specfleet_cli.main import app
+from specfleet_flows.canary import CanaryRun, run_and_publish
+from specfleet_tasks.canary.context import CanaryLoad, SweepContext, standalone_context
+from specfleet_tasks.loadgen import ServerEndpoint
 
 runner = CliRunner()
 
@@ -39,7 +39,7 @@ def called(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
                     results_dir=results_dir, **options)
         return CanaryRun(_result(seen["verdict"]), tmp_path / "canary-x", ["from setup", "from MLflow"])
 
-    monkeypatch.setattr(flows.canary, "run_and_publish", stub)
+    monkeypatch.setattr(specfleet_flows.canary, "run_and_publish", stub)
     return seen
 
 
@@ -97,9 +97,10 @@ def test_the_orchestration_labels_the_load_and_orders_the_notes(monkeypatch: pyt
         logged.update(params=params)
         return ["from MLflow"]
 
-    monkeypatch.setattr(flows.canary, "canary_setup", setup)
-    monkeypatch.setattr(flows.canary, "run_canary", lambda *args: (_result("rollback"), tmp_path / "canary-x"))
-    monkeypatch.setattr(flows.canary, "publish", publish)
+    monkeypatch.setattr(specfleet_flows.canary, "canary_setup", setup)
+    monkeypatch.setattr(specfleet_flows.canary, "run_canary",
+                        lambda *args: (_result("rollback"), tmp_path / "canary-x"))
+    monkeypatch.setattr(specfleet_flows.canary, "publish", publish)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     for load, label in ((CanaryLoad(4, None, 8, 2, 64, 0.0), "c4"), (CanaryLoad(None, 2.5, 8, 2, 64, 0.0), "r2.5/s")):
         run = run_and_publish("http://ops:pw@b:1", "http://c:2", ["code"], load, tmp_path, insecure=True)

@@ -11,12 +11,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.output import stdout_to_stderr
-from cli.sweep import revalidate_json, sweep_json, sync_json
-from flows.revalidate import Revalidation
-from flows.sync import SyncResult
 from specfleet.report.sweep_report import SweepReport
+from specfleet_cli.main import app
+from specfleet_cli.output import stdout_to_stderr
+from specfleet_cli.sweep import revalidate_json, sweep_json, sync_json
+from specfleet_flows.revalidate import Revalidation
+from specfleet_flows.sync import SyncResult
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 from tests.support.sweep_data import write_config
 

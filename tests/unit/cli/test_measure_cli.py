@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from tasks.engine.ports import free_port
+from specfleet_cli.main import app
+from specfleet_tasks.engine.ports import free_port
 
 runner = CliRunner()
 

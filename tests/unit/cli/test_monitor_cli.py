@@ -9,9 +9,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
 from specfleet.report.sweep_report import SweepReport
-from tasks.report.summary_md import summary_markdown
+from specfleet_cli.main import app
+from specfleet_tasks.report.summary_md import summary_markdown
 from tests.support.adopted_sweep import GAP_MS, AdoptedSweep, adopted_sweep
 
 runner = CliRunner()

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from tasks.store.config import load_sweep_config
+from specfleet_cli.main import app
+from specfleet_tasks.store.config import load_sweep_config
 from tests.support.sweep_data import stored_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -128,8 +128,8 @@ def test_a_bad_detect_is_one_line_and_exit_2(value: str) -> None:
 def test_the_plan_reads_this_machines_recorded_noise_for_the_same_models(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specfleet.stats.variance import RunNoise
-    from tasks.engine.noise_records import record_noise
-    from tasks.store.config import load_sweep_config
+    from specfleet_tasks.engine.noise_records import record_noise
+    from specfleet_tasks.store.config import load_sweep_config
 
     monkeypatch.setenv("SPECFLEET_CACHE_DIR", str(tmp_path))
     noise = RunNoise(metric="qualified_tokens_per_s", identified="both", server_var=0.0004, run_var=0.0021, runs=40,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from specfleet_cli.main import app
 from tests.support.sweep_data import stored_sweep
 
 runner = CliRunner()

@@ -1,14 +1,14 @@
 """``cli/render.py`` formats what a command already has: it imports nothing that reads a store or
-asks a server; the MLflow UI hint is looked up by the command (``cli.sweep.mlflow_ui_hint``)."""
+asks a server; the MLflow UI hint is looked up by the command (``specfleet_cli.sweep.mlflow_ui_hint``)."""
 
 import ast
 from pathlib import Path
 
-from cli.sweep import mlflow_ui_hint
+from specfleet_cli.sweep import mlflow_ui_hint
 
 RENDER = Path(__file__).resolve().parents[3] / "cli" / "render.py"
-FORMATTING = ("rich", "typing", "pathlib", "specfleet.", "tasks.report.fmt", "tasks.report.headline",
-              "tasks.report.tables", "tasks.report.terminal")
+FORMATTING = ("rich", "typing", "pathlib", "specfleet.", "specfleet_tasks.report.fmt",
+              "specfleet_tasks.report.headline", "specfleet_tasks.report.tables", "specfleet_tasks.report.terminal")
 """What rendering may import: the console, the pure core's types, and the report's line formatters."""
 
 

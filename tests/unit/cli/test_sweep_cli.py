@@ -6,7 +6,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.sweep import revalidate, sweep
+from specfleet_cli.sweep import revalidate, sweep
 from tests.support.sweep_data import write_config
 
 runner = CliRunner()

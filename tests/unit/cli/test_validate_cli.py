@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from specfleet_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
@@ -83,7 +83,7 @@ def test_console_entry_turns_usage_errors_into_one_line(argv: list[str]) -> None
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", "from cli.main import entry; entry()", *argv],
+    done = subprocess.run([sys.executable, "-c", "from specfleet_cli.main import entry; entry()", *argv],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
@@ -95,7 +95,7 @@ def test_the_embedded_prefect_server_gets_two_minutes_to_start_unless_configured
     import os
     import sys
 
-    from cli.main import entry
+    from specfleet_cli.main import entry
 
     name = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
     if configured is None:

@@ -16,9 +16,9 @@ from prefect.flows import load_flow_from_entrypoint
 from prefect.server.events.actions import RunDeployment
 from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
 
-from flows.revalidate import EVENT
 from specfleet.production.canary import VERDICT_EVENT
-from tasks.store.config import load_sweep_config
+from specfleet_flows.revalidate import EVENT
+from specfleet_tasks.store.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = yaml.safe_load((ROOT / "infra" / "prefect" / "prefect.yaml").read_text())

@@ -10,8 +10,8 @@ import pytest
 from specfleet.contract import SweepConfig
 from specfleet.errors import InputError
 from specfleet.planning.power import PowerPlan, RecordedNoise, noise_basis, parse_saving, plan_power
-from tasks.plan.power import _variant, planned_servers
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.plan.power import _variant, planned_servers
+from specfleet_tasks.store.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[4]
 DEMO = load_sweep_config(ROOT / "configs" / "demo-cpu.yaml")

@@ -13,7 +13,7 @@ from specfleet.contract import ArmPlan, SweepConfig, arm_plans, cell_identities
 from specfleet.perfmodel.batching import ClosedLoad, EngineLimits, RequestShape, simulate
 from specfleet.perfmodel.step_time import LinearStep
 from specfleet.planning.estimate import cell_seconds, estimate_sweep, human_duration, stage_wall_s
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.store.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[4]
 

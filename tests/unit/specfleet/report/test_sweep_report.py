@@ -8,7 +8,7 @@ import pytest
 from specfleet.errors import InputError
 from specfleet.report.sweep_report import REPORT_FORMAT, SweepReport, read_report
 from specfleet.verdicts.table import DecisionRow
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.store.config import load_sweep_config
 
 FORMAT_1 = Path(__file__).parents[2] / "tasks" / "store" / "data" / "demo-ce4142f"
 """A sweep folder as ce4142f wrote it: its ``summary.json`` is of format 1 (no ``format`` key)."""

@@ -1,7 +1,7 @@
 """The one spelling of a speedup (specfleet.stats.bootstrap.speedup_text) and its report wrapper."""
 
 from specfleet.stats.bootstrap import speedup_text
-from tasks.report import fmt
+from specfleet_tasks.report import fmt
 
 
 def test_speedup_text_estimate_then_bracket() -> None:

@@ -134,8 +134,8 @@ def test_6_a_k_policy_serves_k0_loads_with_the_measured_baseline() -> None:
 
 def test_7_the_canary_pairs_needs_a_noise_estimate_and_a_scored_set_and_limits_errors() -> None:
     from specfleet.contract import SLOSpec
-    from tasks.canary.context import CanaryLoad, standalone_context
-    from tasks.canary.run import _plan
+    from specfleet_tasks.canary.context import CanaryLoad, standalone_context
+    from specfleet_tasks.canary.run import _plan
 
     slo = SLOSpec(ttft_ms=1e9, itl_ms=1e9)
     plan = _plan("code", [], CanaryLoad(4, None, 8, 0, 16, 0.0), standalone_context(slo), "baseline", "c")
@@ -150,7 +150,7 @@ def test_7_the_canary_pairs_needs_a_noise_estimate_and_a_scored_set_and_limits_e
         compare_class,
     )
     from specfleet.stats.samples import CellSample
-    from tasks.canary.context import NO_SWEEP, no_noise
+    from specfleet_tasks.canary.context import NO_SWEEP, no_noise
 
     cfg = config(classes=("code",), loads=(4,))
     sweep = Sweep(cfg)

@@ -28,12 +28,12 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from cli.main import app
 from specfleet.stats.runs import config_key
 from specfleet.verdicts.analysis import SweepAnalysis
-from tasks.plan.sweep_plan import planned_cells
-from tasks.store.config import load_sweep_config
-from tasks.store.sweep import StoredSweep, SweepRecord
+from specfleet_cli.main import app
+from specfleet_tasks.plan.sweep_plan import planned_cells
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.store.sweep import StoredSweep, SweepRecord
 from tests.support.resampled_sweep import (
     SYNTHETIC,
     ResampleSource,

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from specfleet.results import ArmTiming
-from tasks.analysis.summary import aggregate
-from tasks.cluster.stage import ArmReport
-from tasks.plan.sweep_plan import plan_sweep
-from tasks.report.summary_md import summary_markdown
-from tasks.report.tables import OVERHEAD_COLUMNS
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.cluster.stage import ArmReport
+from specfleet_tasks.plan.sweep_plan import plan_sweep
+from specfleet_tasks.report.summary_md import summary_markdown
+from specfleet_tasks.report.tables import OVERHEAD_COLUMNS
 from tests.support.sweep_data import write_config
 
 

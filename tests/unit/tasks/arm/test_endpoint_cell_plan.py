@@ -1,10 +1,10 @@
-"""The one cell plan against a running endpoint (tasks.arm.cell.endpoint_cell_plan): what measure and each
+"""The one cell plan against a running endpoint (specfleet_tasks.arm.cell.endpoint_cell_plan): what measure and each
 canary replica measure."""
 
 from specfleet.contract import SamplingSpec, SLOSpec
 from specfleet.contract.prompts import PromptItem
-from tasks.arm.cell import endpoint_cell_plan
-from tasks.loadgen import ClosedLoop, PoissonArrivals
+from specfleet_tasks.arm.cell import endpoint_cell_plan
+from specfleet_tasks.loadgen import ClosedLoop, PoissonArrivals
 
 ITEMS = [PromptItem(id="a", prompt="hello"), PromptItem(id="b", prompt="world")]
 SLO = SLOSpec(ttft_ms=500.0, itl_ms=50.0, percentile=95.0)

@@ -4,7 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from tasks.arm.energy import EnergyWindow, NvmlDevice, find_counter, nvml_counter, rapl_counter, server_devices
+from specfleet_tasks.arm.energy import (
+    EnergyWindow,
+    NvmlDevice,
+    find_counter,
+    nvml_counter,
+    rapl_counter,
+    server_devices,
+)
 
 
 def _zone(root: Path, name: str, energy_uj: int, range_uj: int) -> Path:

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from tasks.arm.cell import NO_RESET_ENDPOINT, PrefixCacheReset, reset_prefix_cache
+from specfleet_tasks.arm.cell import NO_RESET_ENDPOINT, PrefixCacheReset, reset_prefix_cache
 
 
 @dataclass

@@ -9,9 +9,9 @@ import pytest
 
 from specfleet.contract import SamplingSpec
 from specfleet.gates.scored_set import parse_scored_set
-from tasks.arm.probes import answer_probe
-from tasks.engine.ports import free_port
-from tasks.loadgen import ServerEndpoint
+from specfleet_tasks.arm.probes import answer_probe
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.loadgen import ServerEndpoint
 
 ITEMS = parse_scored_set(
     '{"id": "c1", "prompt": "def f(x):", "reference": "return", "scorer": "contains", "max_tokens": 9}\n'

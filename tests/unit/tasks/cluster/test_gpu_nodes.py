@@ -7,7 +7,7 @@ import pytest
 
 from specfleet.contract import parse_sweep_config
 from specfleet.errors import InputError
-from tasks.cluster.session import check_gpu_nodes
+from specfleet_tasks.cluster.session import check_gpu_nodes
 
 ROOT = Path(__file__).resolve().parents[4]
 GPU = parse_sweep_config((ROOT / "configs" / "llama70b-h200.yaml").read_text(), "gpu")

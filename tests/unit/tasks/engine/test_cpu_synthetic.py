@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import (
+from specfleet_tasks.engine.vllm_plugin.specfleet_cpu_synthetic import (
     CPU_KERNELS_MODULE,
     GREEDY_KERNEL,
     RANDOM_KERNEL,

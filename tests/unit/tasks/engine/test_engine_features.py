@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from specfleet.contract import arm_plans
-from tasks.engine import features
-from tasks.engine.features import engine_accepts_per_request_spec_metrics, per_request_spec_metrics
+from specfleet_tasks.engine import features
+from specfleet_tasks.engine.features import engine_accepts_per_request_spec_metrics, per_request_spec_metrics
 from tests.support.server_help import HELP_032
 from tests.support.sweep_data import load, write_config
 

@@ -1,11 +1,17 @@
-"""Recorded noise (``tasks.engine.noise_records``): a finished sweep's own noise kept per engine,
+"""Recorded noise (``specfleet_tasks.engine.noise_records``): a finished sweep's own noise kept per engine,
 models and settings, read back for the same models only, torn lines skipped."""
 
 from pathlib import Path
 
 from specfleet.stats.variance import RunNoise
-from tasks.engine.noise_records import noise_key, record_noise, record_sweep_noise, recorded_noise, sweep_noise
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.engine.noise_records import (
+    noise_key,
+    record_noise,
+    record_sweep_noise,
+    recorded_noise,
+    sweep_noise,
+)
+from specfleet_tasks.store.config import load_sweep_config
 from tests.support.sweep_data import stored_sweep
 
 ROOT = Path(__file__).resolve().parents[4]

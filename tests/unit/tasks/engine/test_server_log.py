@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tasks.engine.server import first_error, log_tail, start_failure
+from specfleet_tasks.engine.server import first_error, log_tail, start_failure
 
 EARLIER_START = "RuntimeError: from an earlier start of the same arm\n"
 LOG = """(APIServer pid=1) WARNING 11-30 00:27:23 [system_utils.py:255] fd limit errors like `OSError: [Errno 24]`

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.engine.ports import free_port
-from tasks.engine.server import ArmServer
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.engine.server import ArmServer
 
 SERVE_HEALTH = """
 import http.server, sys

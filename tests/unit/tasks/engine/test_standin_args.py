@@ -7,7 +7,7 @@ import pytest
 
 from specfleet.contract import arm_plans, parse_sweep_config
 from specfleet.contract.server_args import server_args
-from tasks.engine.standin import _parser
+from specfleet_tasks.engine.standin import _parser
 
 ROOT = Path(__file__).resolve().parents[4]
 

@@ -1,4 +1,4 @@
-"""Server start-ups recorded on this machine (``tasks.engine.startups``): the prior's start-up before
+"""Server start-ups recorded on this machine (``specfleet_tasks.engine.startups``): the prior's start-up before
 any sweep of a config exists, read per engine version and models, torn lines skipped."""
 
 import json
@@ -9,9 +9,9 @@ import pytest
 from specfleet.contract import arm_plans
 from specfleet.perfmodel.prior import CPU_DEFAULTS
 from specfleet.planning.timing import PriorTiming
-from tasks.engine import startups
-from tasks.engine.engines import ModuleEngine
-from tasks.engine.startups import (
+from specfleet_tasks.engine import startups
+from specfleet_tasks.engine.engines import ModuleEngine
+from specfleet_tasks.engine.startups import (
     KEEP,
     _import_path,
     _path,
@@ -21,8 +21,8 @@ from tasks.engine.startups import (
     startup_key,
     startup_note,
 )
-from tasks.plan.estimate import prior_timing
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.plan.estimate import prior_timing
+from specfleet_tasks.store.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[4]
 DEMO = ROOT / "configs" / "demo-cpu.yaml"

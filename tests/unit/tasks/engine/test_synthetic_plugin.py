@@ -14,9 +14,9 @@ import pytest
 
 from specfleet.contract import arm_plans
 from specfleet.contract.server_args import server_env
-from tasks.engine.synthetic_plugin import PLUGIN_GROUP, PLUGIN_PATH, arm_server_env, plugin_shipped
-from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.engine.synthetic_plugin import PLUGIN_GROUP, PLUGIN_PATH, arm_server_env, plugin_shipped
+from specfleet_tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
+from specfleet_tasks.store.config import load_sweep_config
 from tests.support.wheel import ROOT, build_wheel, entry_point_groups, top_level_modules, wheel_files
 
 SYNTHETIC = ROOT / "benchmarks" / "configs" / "perfmodel-synthetic.yaml"
@@ -32,19 +32,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_distribution_declares_no_vllm_plugin_and_ships_the_plugins_folder(wheel: Path) -> None:
     assert "entry-points" not in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert entry_point_groups(wheel) == {"console_scripts": {"specfleet": "cli.main:entry"}}
-    folder, names = PLUGIN_PATH.relative_to(ROOT).as_posix(), wheel_files(wheel)
+    assert entry_point_groups(wheel) == {"console_scripts": {"specfleet": "specfleet_cli.main:entry"}}
+    folder, names = f"specfleet_{PLUGIN_PATH.relative_to(ROOT).as_posix()}", wheel_files(wheel)
     assert f"{folder}/specfleet_cpu_synthetic.py" in names
     assert f"{folder}/specfleet_vllm_plugin-0.1.0.dist-info/entry_points.txt" in names
     assert plugin_shipped()
 
 
-@pytest.mark.xfail(strict=True, reason="the packages tasks, flows and cli are still installed under those generic "
-                   "names: the rename to specfleet-named modules (issue 54) is not done")
 def test_the_wheel_installs_only_specfleet_named_modules(wheel: Path) -> None:
-    modules = top_level_modules(wheel)
-    assert "specfleet" in modules
-    assert all("specfleet" in module for module in modules), sorted(modules)
+    """The repository's tasks/, flows/ and cli/ are installed as specfleet_tasks, specfleet_flows and specfleet_cli."""
+    assert top_level_modules(wheel) == {"specfleet", "specfleet_tasks", "specfleet_flows", "specfleet_cli"}
 
 
 def test_only_a_synthetic_arms_server_gets_the_plugins_folder(monkeypatch: pytest.MonkeyPatch) -> None:

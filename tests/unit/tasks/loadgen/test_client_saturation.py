@@ -5,7 +5,7 @@ import asyncio
 import time
 
 from specfleet.measure.metrics import NS_PER_MS, client_saturation
-from tasks.loadgen.drivers import LAG_TICK_MS, _lag, _tick
+from specfleet_tasks.loadgen.drivers import LAG_TICK_MS, _lag, _tick
 
 
 async def _lags_while(block_s: float, blocks: int) -> list[int]:

@@ -16,7 +16,7 @@ from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
 from specfleet.results.records import RequestRecord
-from tasks.loadgen import (
+from specfleet_tasks.loadgen import (
     ClosedLoop,
     LoadResult,
     PoissonArrivals,
@@ -25,7 +25,7 @@ from tasks.loadgen import (
     poisson_offsets_ns,
     run_load,
 )
-from tasks.loadgen.http import _Connection
+from specfleet_tasks.loadgen.http import _Connection
 from tests.support.sse_streams import CHAT_STREAM, COMPLETION_STREAM
 
 PROMPTS = [PromptItem(id=f"p{i}", prompt=f"prompt {i}", max_tokens=3 if i == 1 else None) for i in range(3)]

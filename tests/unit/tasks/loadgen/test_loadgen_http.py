@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from tasks.loadgen.http import ENOUGH, MORE, Origin, Response, StreamClient
-from tasks.loadgen.loop import run_async
+from specfleet_tasks.loadgen.http import ENOUGH, MORE, Origin, Response, StreamClient
+from specfleet_tasks.loadgen.loop import run_async
 
 Posted = list[tuple[int, bytes, str | None, bool]]
 

@@ -20,15 +20,15 @@ import pytest
 import trustme
 from typer.testing import CliRunner
 
-from cli.main import app
 from specfleet.contract.prompts import PromptItem
 from specfleet.contract.workload import SamplingSpec
 from specfleet.errors import InputError
-from tasks.canary.context import CanaryLoad, canary_setup
-from tasks.engine.server import ArmServer
-from tasks.loadgen import ClosedLoop, LoadResult, RequestSettings, ServerEndpoint, run_load
-from tasks.loadgen.endpoint import tls_failure
-from tasks.loadgen.http import ENOUGH, MORE, HttpError, StreamClient
+from specfleet_cli.main import app
+from specfleet_tasks.canary.context import CanaryLoad, canary_setup
+from specfleet_tasks.engine.server import ArmServer
+from specfleet_tasks.loadgen import ClosedLoop, LoadResult, RequestSettings, ServerEndpoint, run_load
+from specfleet_tasks.loadgen.endpoint import tls_failure
+from specfleet_tasks.loadgen.http import ENOUGH, MORE, HttpError, StreamClient
 from tests.support.sse_streams import COMPLETION_STREAM
 
 ROOT = Path(__file__).parents[4]

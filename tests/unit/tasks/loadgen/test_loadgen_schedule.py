@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tasks.loadgen.drivers import poisson_offsets_ns
+from specfleet_tasks.loadgen.drivers import poisson_offsets_ns
 
 
 def test_poisson_schedule_is_seeded_and_starts_at_zero() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from specfleet.measure.metrics import TRAILING_TOKENS_KEY
 from specfleet.results.records import UNCOUNTED_CHUNKS_KEY, RequestRecord
-from tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
+from specfleet_tasks.loadgen.sse import DONE, SSEDecoder, StreamAccumulator, TextOf, chat_text, completion_text
 from tests.support.sse_streams import CHAT_STREAM, COMPLETION_STREAM
 
 ERROR_STREAM = (

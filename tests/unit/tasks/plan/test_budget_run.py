@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from cli.render import print_sweep_summary
 from specfleet.planning.budget import CellBudget, NotMeasured
 from specfleet.planning.estimate import estimate_sweep
 from specfleet.planning.timing import CalibratedTiming
 from specfleet.report.sweep_report import SweepReport, run_status
 from specfleet.results import ArmTiming
-from tasks.analysis.summary import aggregate
-from tasks.arm.lifecycle import run_arm
-from tasks.cluster.stage import ArmReport
-from tasks.fixtures.build import fixture_architecture
-from tasks.plan.budget import cell_budget, plan_timing, scored_items
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.summary_md import summary_markdown
+from specfleet_cli.render import print_sweep_summary
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.arm.lifecycle import run_arm
+from specfleet_tasks.cluster.stage import ArmReport
+from specfleet_tasks.fixtures.build import fixture_architecture
+from specfleet_tasks.plan.budget import cell_budget, plan_timing, scored_items
+from specfleet_tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from specfleet_tasks.report.summary_md import summary_markdown
 from tests.support.sweep_data import records, store_cell, write_config
 
 

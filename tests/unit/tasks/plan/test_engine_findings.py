@@ -16,12 +16,12 @@ from specfleet.gates.engine_findings import (
     EngineChecks,
     cpu_expand_outcome,
 )
-from tasks.analysis.summary import aggregate
-from tasks.engine.distribution import engine_distribution
-from tasks.plan import engine_check
-from tasks.plan.engine_check import engine_checks
-from tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, plan_sweep
-from tasks.report.summary_md import summary_markdown
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.plan import engine_check
+from specfleet_tasks.plan.engine_check import engine_checks
+from specfleet_tasks.plan.sweep_plan import ENGINE_CHECKS_FILE, plan_sweep
+from specfleet_tasks.report.summary_md import summary_markdown
 from tests.support.sweep_data import records, store_cell, write_config
 
 SAMPLING = "sampling: [{name: greedy, temperature: 0.0}, {name: t1, temperature: 1.0}]\n"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from specfleet.errors import InputError
-from tasks.engine.distribution import engine_distribution
-from tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
-from tasks.plan.engine_support import check_engine_support, cpu_build_lacks_synthetic, synthetic_plugin_loads
-from tasks.store.config import load_sweep_config
+from specfleet_tasks.engine.distribution import engine_distribution
+from specfleet_tasks.engine.vllm_plugin.specfleet_cpu_synthetic import PLUGIN_NAME
+from specfleet_tasks.plan.engine_support import check_engine_support, cpu_build_lacks_synthetic, synthetic_plugin_loads
+from specfleet_tasks.store.config import load_sweep_config
 
 ROOT = Path(__file__).resolve().parents[4]
 SYNTHETIC = ROOT / "benchmarks" / "configs" / "perfmodel-synthetic.yaml"

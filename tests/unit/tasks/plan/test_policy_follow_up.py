@@ -7,9 +7,9 @@ import pytest
 
 from specfleet.errors import InputError
 from specfleet.report.sweep_report import REPORT_FILE
-from tasks.analysis.summary import aggregate
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.store.sweep import POLICY_FILE, StoredSweep
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from specfleet_tasks.store.sweep import POLICY_FILE, StoredSweep
 from tests.support.sweep_data import records, store_cell, write_config
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from specfleet.contract import parse_sweep_config
 from specfleet.errors import InputError
-from tasks.plan.preflight import check_inputs, prefix_cache_warnings, tokenizer_warnings, vocabulary
+from specfleet_tasks.plan.preflight import check_inputs, prefix_cache_warnings, tokenizer_warnings, vocabulary
 
 ROOT = Path(__file__).resolve().parents[4]
 

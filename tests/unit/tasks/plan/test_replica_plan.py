@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from specfleet.contract import ArmPlan, SweepConfig, cell_identities
-from tasks.arm import lifecycle
-from tasks.engine.server import ArmServer, ArmStartError
-from tasks.plan.sweep_plan import ArmWork, Phase, SweepPlan, plan_sweep
+from specfleet_tasks.arm import lifecycle
+from specfleet_tasks.engine.server import ArmServer, ArmStartError
+from specfleet_tasks.plan.sweep_plan import ArmWork, Phase, SweepPlan, plan_sweep
 from tests.support.sweep_data import load, records, store_cell, write_config
 
 CPU = "hardware: {accelerator: cpu, "

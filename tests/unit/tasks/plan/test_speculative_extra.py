@@ -9,14 +9,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.main import app as main_app
-from cli.sweep import sweep
 from specfleet.contract import arm_plans
 from specfleet.contract.arms import ADAPTIVE_VERIFICATION_KEY, SCHEDULE_KEY, ArmSpec
 from specfleet.contract.server_args import server_args
 from specfleet.errors import InputError
-from tasks.engine.speculative_fields import speculative_fields
-from tasks.plan.engine_support import RUNNER_ENV, check_arm_fields
+from specfleet_cli.main import app as main_app
+from specfleet_cli.sweep import sweep
+from specfleet_tasks.engine.speculative_fields import speculative_fields
+from specfleet_tasks.plan.engine_support import RUNNER_ENV, check_arm_fields
 from tests.support.sweep_data import load, write_config
 
 runner = CliRunner()

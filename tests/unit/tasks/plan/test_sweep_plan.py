@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from cli.render import print_sweep_summary
 from specfleet.errors import InputError
 from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
 from specfleet.report.sweep_report import SweepReport, run_status
 from specfleet.verdicts.table import DecisionRow
-from tasks.analysis.summary import aggregate
-from tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
-from tasks.report.summary_md import summary_markdown
-from tasks.report.tables import COST_COLUMNS, markdown_table
-from tasks.store.results import ResultsStore
+from specfleet_cli.render import print_sweep_summary
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
+from specfleet_tasks.report.summary_md import summary_markdown
+from specfleet_tasks.report.tables import COST_COLUMNS, markdown_table
+from specfleet_tasks.store.results import ResultsStore
 from tests.support.sweep_data import records, store_cell, write_config
 
 

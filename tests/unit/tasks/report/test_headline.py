@@ -4,7 +4,7 @@ their cells, gates that arms share as one line, and the verdicts at the mix with
 from specfleet.gates.quality import QualityCheck
 from specfleet.stats.quality import GateResult
 from specfleet.verdicts.cell import Decision, Slice
-from tasks.report.headline import grouped_decision_lines, grouped_gate_lines, mix_lines
+from specfleet_tasks.report.headline import grouped_decision_lines, grouped_gate_lines, mix_lines
 from tests.support.mix_verdict import BASE, CAND, hand_config
 from tests.support.synthetic_sweep import Sweep
 

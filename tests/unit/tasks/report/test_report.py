@@ -18,7 +18,6 @@ import typer
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from cli.report import report
 from specfleet.contract import CellIdentity, SweepConfig
 from specfleet.economics.theory import implied_alpha
 from specfleet.gates.equivalence import EquivalenceProbe
@@ -29,15 +28,16 @@ from specfleet.measure.metrics import assemble_cell
 from specfleet.report.sweep_report import SweepReport
 from specfleet.results import EnergyReading, KVCacheInfo, SpecDecodeStats
 from specfleet.results.records import RequestRecord
-from tasks.analysis.summary import aggregate
-from tasks.engine.ports import free_port
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.content import ReportContent, build_content
-from tasks.report.markdown import render_markdown
-from tasks.report.predicted import PredictedView, predicted_view
-from tasks.report.publish import log_to_sweep_run
-from tasks.store.results import ResultsStore
-from tasks.store.sweep import StoredSweep
+from specfleet_cli.report import report
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from specfleet_tasks.report.content import ReportContent, build_content
+from specfleet_tasks.report.markdown import render_markdown
+from specfleet_tasks.report.predicted import PredictedView, predicted_view
+from specfleet_tasks.report.publish import log_to_sweep_run
+from specfleet_tasks.store.results import ResultsStore
+from specfleet_tasks.store.sweep import StoredSweep
 from tests.support.sweep_data import TOKENS, fake_models, records
 
 CONFIG = """
@@ -292,7 +292,7 @@ def test_no_tracking_store_is_reported_not_created(tmp_path: Path) -> None:
 def test_latency_caveat_names_where_chunks_came_in_one_read(sweeps: Sweeps) -> None:
     """Stamping every three chunks with one arrival (as one network read does) makes two of
     three gaps 0 ms: the report names that arm and load, and only that one."""
-    from tasks.report.measures import main_cells, read_together_notes
+    from specfleet_tasks.report.measures import main_cells, read_together_notes
 
     data = StoredSweep(sweeps.first.store.dir)
     assert read_together_notes(data) == []
@@ -325,8 +325,8 @@ def test_report_and_mlflow_show_the_objects_the_aggregate_step_made(sweeps: Swee
     from mlflow import MlflowClient
 
     from specfleet.verdicts.table import DecisionRow
-    from tasks.report.summary_md import summary_markdown
-    from tasks.tracking.runs import log_sweep_summary, open_sweep_run
+    from specfleet_tasks.report.summary_md import summary_markdown
+    from specfleet_tasks.tracking.runs import log_sweep_summary, open_sweep_run
 
     made = sweeps.summary
     verdicts = {d.verdict for d in made.decisions}

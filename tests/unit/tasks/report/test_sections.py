@@ -1,19 +1,19 @@
 """Every text of a sweep's report renders the one ``SweepReport`` in the one section order
-(``tasks.report.sections``): the terminal, ``summary.md``, ``report.md`` and the HTML report."""
+(``specfleet_tasks.report.sections``): the terminal, ``summary.md``, ``report.md`` and the HTML report."""
 
 import html
 import re
 
 import pytest
 
-from cli.render import print_sweep_summary
-from tasks.report.content import build_content
-from tasks.report.html import render_html
-from tasks.report.markdown import BODIES_MD, render_markdown
-from tasks.report.sections import SECTIONS, report_sections
-from tasks.report.summary_md import BODIES, summary_markdown
-from tasks.report.terminal import LINES
-from tasks.store.sweep import StoredSweep
+from specfleet_cli.render import print_sweep_summary
+from specfleet_tasks.report.content import build_content
+from specfleet_tasks.report.html import render_html
+from specfleet_tasks.report.markdown import BODIES_MD, render_markdown
+from specfleet_tasks.report.sections import SECTIONS, report_sections
+from specfleet_tasks.report.summary_md import BODIES, summary_markdown
+from specfleet_tasks.report.terminal import LINES
+from specfleet_tasks.store.sweep import StoredSweep
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 
 

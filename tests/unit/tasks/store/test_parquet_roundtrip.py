@@ -8,14 +8,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from specfleet.results.records import RequestRecord
-from tasks.store.parquet import (
+from specfleet_tasks.store.parquet import (
     RECORDS_SCHEMA,
     frame_to_records,
     read_records_parquet,
     records_parquet_bytes,
     records_to_frame,
 )
-from tasks.store.results import ResultsStore
+from specfleet_tasks.store.results import ResultsStore
 
 BIG_NS = 2**60 + 1  # not representable in float64: a float column would round it
 

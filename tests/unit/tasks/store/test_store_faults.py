@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tasks.store.results import ResultsStore
+from specfleet_tasks.store.results import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -16,7 +16,7 @@ import os, resource, signal, sys
 from specfleet.errors import StorageFull
 from specfleet.results import RequestRecord
 from pathlib import Path
-from tasks.store.results import ResultsStore
+from specfleet_tasks.store.results import ResultsStore
 
 store = ResultsStore(Path(sys.argv[1]), "full-disk")
 store.write_json("cells/first.json", {"key": "first"})

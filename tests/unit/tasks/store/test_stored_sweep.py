@@ -1,4 +1,4 @@
-"""``tasks.store.sweep.StoredSweep``: the one reader of a stored sweep. With a ``summary.json``
+"""``specfleet_tasks.store.sweep.StoredSweep``: the one reader of a stored sweep. With a ``summary.json``
 nothing re-derives what it holds (no gate, no analysis), for every command that reads an earlier
 sweep; ``sweep.json`` holds the config, so a sweep reads the same after its config file moved;
 a sweep written by ce4142f's ``make demo`` (format 1, stored under ``data/``) is read too."""
@@ -20,15 +20,15 @@ import specfleet.gates.quality
 import specfleet.stats.equivalence
 import specfleet.stats.quality
 import specfleet.verdicts.analysis
-from cli.main import app
 from specfleet.errors import InputError
 from specfleet.planning.timing import PriorTiming
-from tasks.canary.context import CanaryLoad, sweep_context
-from tasks.plan.estimate import calibrated_timing, prior_timing
-from tasks.report.content import build_content
-from tasks.report.markdown import render_markdown
-from tasks.store.config import load_sweep_config
-from tasks.store.sweep import SWEEP_FORMAT, StoredSweep
+from specfleet_cli.main import app
+from specfleet_tasks.canary.context import CanaryLoad, sweep_context
+from specfleet_tasks.plan.estimate import calibrated_timing, prior_timing
+from specfleet_tasks.report.content import build_content
+from specfleet_tasks.report.markdown import render_markdown
+from specfleet_tasks.store.config import load_sweep_config
+from specfleet_tasks.store.sweep import SWEEP_FORMAT, StoredSweep
 from tests.support.adopted_sweep import AdoptedSweep, adopted_sweep
 
 runner = CliRunner()
@@ -60,7 +60,7 @@ def nothing_derived() -> Iterator[list[str]]:
     """Every reference to a deriving function, in every loaded project module, made to record its call."""
     called: list[str] = []
     patched: list[tuple[object, str, object]] = []
-    for module in [m for name, m in sys.modules.items() if name.split(".")[0] in {"specfleet", "tasks", "cli"}]:
+    for module in [m for name, m in sys.modules.items() if name.split(".")[0].startswith("specfleet")]:
         for attr, value in list(vars(module).items()):
             if any(value is f for f in DERIVERS):
                 def record(*_: object, _name: str = attr, **__: object) -> object:
@@ -171,13 +171,13 @@ def test_the_terminal_summary_md_the_report_and_mlflow_render_the_one_summary(
     figures, in the terminal, ``summary.md``, the report (HTML and markdown) and MLflow."""
     from mlflow import MlflowClient
 
-    from cli.render import print_sweep_summary
     from specfleet.verdicts.table import DecisionRow
-    from tasks.report.headline import mix_lines, noise_lines
-    from tasks.report.publish import write_report
-    from tasks.report.summary_md import summary_markdown
-    from tasks.report.tables import NEGATIVE_COLUMNS
-    from tasks.tracking.runs import log_sweep_summary, open_sweep_run
+    from specfleet_cli.render import print_sweep_summary
+    from specfleet_tasks.report.headline import mix_lines, noise_lines
+    from specfleet_tasks.report.publish import write_report
+    from specfleet_tasks.report.summary_md import summary_markdown
+    from specfleet_tasks.report.tables import NEGATIVE_COLUMNS
+    from specfleet_tasks.tracking.runs import log_sweep_summary, open_sweep_run
 
     summary = sweep.summary
     print_sweep_summary(summary, "mlflow ui")
@@ -226,7 +226,7 @@ def test_sweep_json_reads_back_the_demo_config_it_stored(tmp_path: Path) -> None
     """The demo's traffic block keys its shares by concurrency level: JSON stores those keys as
     strings, and the stored config still reads back equal to the one the sweep ran."""
     from specfleet.contract.fingerprint import Fingerprint
-    from tasks.store.sweep import SweepRecord
+    from specfleet_tasks.store.sweep import SweepRecord
 
     config = load_sweep_config(ROOT / "configs" / "demo-cpu.yaml")
     assert config.traffic is not None and config.traffic.concurrency
@@ -239,7 +239,7 @@ def test_sweep_json_reads_back_the_demo_config_it_stored(tmp_path: Path) -> None
 def test_a_failed_model_fit_leaves_the_summary_whole(sweep: AdoptedSweep, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fitted overhead kept for later plans is a convenience: when the fit fails the summary is
     still made, its decisions the same, the figure None and a note saying why."""
-    import tasks.analysis.summary as summary_module
+    import specfleet_tasks.analysis.summary as summary_module
 
     def failing(*_: object, **__: object) -> object:
         raise np.linalg.LinAlgError("singular matrix")

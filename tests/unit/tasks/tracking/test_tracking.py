@@ -7,10 +7,16 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from tasks.analysis.summary import aggregate
-from tasks.plan.sweep_plan import plan_sweep
-from tasks.report.summary_md import summary_markdown
-from tasks.tracking.runs import close_sweep_run, last_validated, log_cell_runs, log_sweep_summary, open_sweep_run
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.plan.sweep_plan import plan_sweep
+from specfleet_tasks.report.summary_md import summary_markdown
+from specfleet_tasks.tracking.runs import (
+    close_sweep_run,
+    last_validated,
+    log_cell_runs,
+    log_sweep_summary,
+    open_sweep_run,
+)
 from tests.support.sweep_data import records, store_cell, write_config
 
 

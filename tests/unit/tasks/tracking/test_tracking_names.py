@@ -12,8 +12,8 @@ from specfleet.contract.fingerprint import Fingerprint
 from specfleet.gates.quality import QualityCheck
 from specfleet.production.canary import AcceptanceFigure, CanaryResult, UnusableCell, uncompared_class
 from specfleet.stats.quality import quality_gate
-from tasks.store.results import ResultsStore
-from tasks.tracking.names import (
+from specfleet_tasks.store.results import ResultsStore
+from specfleet_tasks.tracking.names import (
     REDACTED,
     canary_metrics,
     cell_metrics,
@@ -110,7 +110,7 @@ def test_quality_metrics_per_arm_class_and_sampling_and_a_tag_where_the_gate_did
 
 def test_acceptance_metrics_per_arm_class_and_sampling(tmp_path: Path) -> None:
     from specfleet.measure.acceptance import class_acceptance
-    from tasks.tracking.names import acceptance_metrics
+    from specfleet_tasks.tracking.names import acceptance_metrics
 
     config = load(write_config(tmp_path))
     store = ResultsStore(tmp_path / "results", "s")
@@ -126,7 +126,7 @@ def test_acceptance_metrics_per_arm_class_and_sampling(tmp_path: Path) -> None:
 
 
 def test_mix_metrics_per_arm_and_policy_and_absent_when_no_figure() -> None:
-    from tasks.tracking.names import mix_metrics
+    from specfleet_tasks.tracking.names import mix_metrics
     from tests.support.mix_verdict import BASE, CAND, hand_config, verdict
     from tests.support.synthetic_sweep import Sweep
 

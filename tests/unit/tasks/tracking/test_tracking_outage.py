@@ -11,13 +11,13 @@ import pytest
 from mlflow import MlflowClient
 from typer.testing import CliRunner
 
-from cli.main import app
-from flows.tracker import SweepTracker
-from tasks.analysis.summary import aggregate
-from tasks.engine.ports import free_port
-from tasks.plan.sweep_plan import SweepPlan, plan_sweep
-from tasks.report.summary_md import summary_markdown
-from tasks.store.results import atomic_write_text
+from specfleet_cli.main import app
+from specfleet_flows.tracker import SweepTracker
+from specfleet_tasks.analysis.summary import aggregate
+from specfleet_tasks.engine.ports import free_port
+from specfleet_tasks.plan.sweep_plan import SweepPlan, plan_sweep
+from specfleet_tasks.report.summary_md import summary_markdown
+from specfleet_tasks.store.results import atomic_write_text
 from tests.support.sweep_data import records, store_cell, write_config
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -40,8 +40,8 @@ def stored_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SweepPlan:
 def _specfleet(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_"))}
     env["PREFECT_HOME"] = str(cwd / "prefect-home")
-    return subprocess.run([sys.executable, "-c", "from cli.main import entry; entry()", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run([sys.executable, "-c", "from specfleet_cli.main import entry; entry()", *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_a_down_server_turns_logging_off_at_its_health_probe(stored_sweep: SweepPlan) -> None:

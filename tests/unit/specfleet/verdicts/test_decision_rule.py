@@ -165,6 +165,7 @@ def test_the_minimum_detectable_saving_is_the_closed_form() -> None:
     assert reach == pytest.approx(result.claim.log_estimate - np.log(result.claim.break_even))
 
 
+@pytest.mark.slow  # a calibration simulation: make test-unit leaves it out
 def test_a_first_night_with_a_real_server_part_adopts_nothing_wrongly_beyond_its_rate(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Six configurations, three arms on their own servers, one run per cell, the baseline opening
@@ -181,6 +182,7 @@ def test_a_first_night_with_a_real_server_part_adopts_nothing_wrongly_beyond_its
     assert wrong_adopt / sweeps <= 0.05 and wrong_reject / sweeps <= 0.05, (wrong_adopt, wrong_reject)
 
 
+@pytest.mark.slow  # a calibration simulation: make test-unit leaves it out
 def test_heavy_tailed_windows_wrongly_decide_nothing_beyond_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     """Twelve configurations, three arms, one run per cell, t3 run noise (heavier tails than normal,
     the same variance), every true speedup 1: a sweep adopts or rejects anything in at most 5 % of

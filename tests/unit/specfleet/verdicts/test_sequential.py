@@ -67,6 +67,7 @@ def _sequence(rng: np.random.Generator, looks: int, confidence_at: list[float]) 
     return verdict == "adopt", verdict == "reject"
 
 
+@pytest.mark.slow  # a calibration simulation: make test runs it, make test-unit leaves it out
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp")  # a first look's bound at 1 - 1e-5 on two df
 def test_continued_sweeps_keep_their_error_rate_over_the_looks() -> None:
     """100 sequences per plan (each look is a whole family decision, about 10 ms): a rate of wrong

@@ -59,7 +59,8 @@ def servers(installed: Path, workdir: Path, fixture_models: dict[str, str],
     """The plain ngram server and the synthetic arm's, launched side by side from ``workdir``."""
     config = server_config()
     plans = {plan.arm.split("-")[0]: plan for plan in arm_plans(config)}
-    plugin = installed / PLUGIN_PATH.relative_to(ROOT)
+    plugin = installed / "specfleet_tasks" / PLUGIN_PATH.relative_to(ROOT / "tasks")  # installed as specfleet_tasks
+    assert (plugin / f"{PLUGIN_NAME}.py").is_file(), plugin
     paths = {"ngram": str(installed), "synth": os.pathsep.join((str(plugin), str(installed)))}
     logs = tmp_path_factory.mktemp("logs")
     started: dict[str, ArmServer] = {}

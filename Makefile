@@ -63,9 +63,9 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# The unit tier starts nothing, so it runs on two workers (pytest-xdist); `test-unit` leaves out the
+# The unit tier starts nothing, so it runs on a worker per core (pytest-xdist); `test-unit` leaves out the
 # simulations marked slow. The integration tier runs in one process: its servers are shared per session.
-UNIT_WORKERS := -n 2 --dist worksteal
+UNIT_WORKERS := -n auto --dist worksteal
 
 test-unit: install
 	$(BIN)/pytest -m "not integration and not slow" $(UNIT_WORKERS)

@@ -77,13 +77,19 @@ def _engine_views() -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
                                           env=os.environ | {"VLLM_LOGGING_LEVEL": "WARNING"})
                 for version in VERSIONS}
     views: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
-    for version, child in children.items():
-        out, err = child.communicate(json.dumps({"wheel": str(_wheel(version)), "arms": arms}), timeout=1200)
-        assert child.returncode == 0, err[-4000:]
-        found = views.setdefault(version, {})
-        for view in (json.loads(line) for line in out.splitlines() if line.startswith("{")):
-            name, arm = view["arm"].split("/", 1)
-            found[name, arm] = view
+    try:
+        for version, child in children.items():
+            out, err = child.communicate(json.dumps({"wheel": str(_wheel(version)), "arms": arms}), timeout=1200)
+            assert child.returncode == 0, err[-4000:]
+            found = views.setdefault(version, {})
+            for view in (json.loads(line) for line in out.splitlines() if line.startswith("{")):
+                name, arm = view["arm"].split("/", 1)
+                found[name, arm] = view
+    finally:  # a probe that failed or hung leaves no other probe running
+        for child in children.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
     return views
 
 

@@ -83,8 +83,8 @@ demo-policy: install
 
 # Client capacity (a few minutes), then the adaptive-stopping replay of the newest sweep under results/.
 bench: install
-	$(BIN)/python benchmarks/client_capacity.py
-	$(BIN)/python benchmarks/adaptive_stopping.py
+	$(BIN)/python -m benchmarks.client_capacity
+	$(BIN)/python -m benchmarks.adaptive_stopping
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -9,7 +9,7 @@ The target interval width is the one the fixed budget guaranteed: the widest rel
 half-width, over the sweep's cells, of SLO-qualified tokens/s and the SLO-bound ITL
 percentile at the full budget (``--relative-half-width`` sets another). Prints a table.
 
-    python benchmarks/adaptive_stopping.py [RESULTS] [--min-requests N] [--check-every N]
+    python -m benchmarks.adaptive_stopping [RESULTS] [--min-requests N] [--check-every N]
 """
 
 import argparse

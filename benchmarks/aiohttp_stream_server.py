@@ -11,7 +11,7 @@ log. ``GET /v1/models`` lists the one model, ``synthetic``; ``GET /health`` answ
 ``--certfile`` and ``--keyfile`` it serves HTTPS (the load client's TLS tests). Binds 127.0.0.1;
 prints ``listening on 127.0.0.1:PORT`` once ready.
 
-    python benchmarks/aiohttp_stream_server.py [--port 0] [--ms-per-token 10] [--certfile F --keyfile F]
+    python -m benchmarks.aiohttp_stream_server [--port 0] [--ms-per-token 10] [--certfile F --keyfile F]
 """
 
 import argparse

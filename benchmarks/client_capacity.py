@@ -29,7 +29,7 @@ write pattern's; the goal is an error no larger than vLLM's client's on each.
 
 A client that cannot run gets null figures and its reason, never a number.
 
-    python benchmarks/client_capacity.py [--streams 256] [--large-tokens 1000000] [--runs 2]
+    python -m benchmarks.client_capacity [--streams 256] [--large-tokens 1000000] [--runs 2]
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """One client run in its own process, so its CPU time is its own (``client_capacity.py`` runs it).
 
-    python benchmarks/clients.py {specfleet|vllm} BASE_URL STREAMS REQUESTS TOKENS OUT_JSON [TOKENIZER]
+    python -m benchmarks.clients {specfleet|vllm} BASE_URL STREAMS REQUESTS TOKENS OUT_JSON [TOKENIZER]
 
 - ``specfleet``: ``specfleet_tasks.loadgen.run_load``, closed loop, no warm-up (``run_load`` in the tables).
 - ``vllm``: vLLM's own benchmark client (``vllm bench serve``) through its Python module,

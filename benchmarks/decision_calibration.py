@@ -28,7 +28,7 @@ Prints the coverage of every interval the product shows (marginal: the compariso
 corrected: each bound one-sided, all of a sweep's bounds at once), the false adopt rates at a true
 saving of 0, the power at each gain, and the canary's A/A promote and rollback rates.
 
-    python benchmarks/decision_calibration.py [SWEEP_DIR ...] [--sweeps-per-gain N] [--nightly-per-gain N]
+    python -m benchmarks.decision_calibration [SWEEP_DIR ...] [--sweeps-per-gain N] [--nightly-per-gain N]
         [--canaries N] [--no-history] [--server-share F] [--error-control CONTROL] [--json OUT]
 
 ``--server-share F`` is a robustness check: the truth's server part set to F of the estimated

@@ -1,6 +1,6 @@
 """Whether this CPU's matrix kernels cost more for a few rows than for more (issue 32).
 
-    .venv/bin/python benchmarks/linear_batch_scaling.py [--rows 1,2,3,4,6,8,12,16] [--threads N]
+    .venv/bin/python -m benchmarks.linear_batch_scaling [--rows 1,2,3,4,6,8,12,16] [--threads N]
 
 The performance model's step law is linear and non-negative in what a step processes: a step
 with more sequences never runs faster. On some CPUs PyTorch runs a matrix product with one to

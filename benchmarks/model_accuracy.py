@@ -37,7 +37,7 @@ best-k group (an arm, one class, one concurrency) is scored only when every poin
 out; fitted points are inputs only (issue 32: scoring groups that hold fitted points let the
 nearest cell echo its own training data).
 
-    python benchmarks/model_accuracy.py [--sweep SWEEP_ID_OR_DIR] [--results-dir results]
+    python -m benchmarks.model_accuracy [--sweep SWEEP_ID_OR_DIR] [--results-dir results]
         [--config benchmarks/configs/perfmodel-dense.yaml] [--fit-loads 1,4] [--fit-ks 2,4]
         [--fit-ks ARM=K,K] [--requests 1024] [--seed N]
 """

@@ -14,7 +14,7 @@ tokens/s, TPOT p50, TTFT p50 and ITL p50 per chunk (a measured 0, chunks read to
 no percentage error and is left out), output tokens/s again for the speculative arms and the
 baseline apart, and how often the measured output tokens/s fell inside the model's interval.
 
-    python benchmarks/perfmodel_holdout.py SWEEP_DIR [--scheme cell|load|both] [--requests N]
+    python -m benchmarks.perfmodel_holdout SWEEP_DIR [--scheme cell|load|both] [--requests N]
 """
 
 import argparse

@@ -1,7 +1,7 @@
 """How close `specfleet plan` comes to the sweep it plans, and whether budgeted sweeps hold their
 budget (issue 32, "Plans that hold"), on the commands a user runs.
 
-    python benchmarks/plan_accuracy.py [--config configs/demo-cpu.yaml] [--work DIR]
+    python -m benchmarks.plan_accuracy [--config configs/demo-cpu.yaml] [--work DIR]
         [--budgets 3m,5m] [--calibrated-runs 2] [--skip-plans]
 
 Plans (a fresh results dir, then calibrated on what it measured):

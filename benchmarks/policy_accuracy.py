@@ -14,7 +14,7 @@ It prints them side by side with each one's error against the measured figure, a
 to ``SWEEP_DIR/policy_accuracy.json``. Speedups are over the baseline's main-phase cells, as in
 ``benchmarks/model_accuracy.py`` (whose ``measure`` computes them).
 
-    python benchmarks/policy_accuracy.py SWEEP_ID_OR_DIR [--results-dir results] [--requests 256]
+    python -m benchmarks.policy_accuracy SWEEP_ID_OR_DIR [--results-dir results] [--requests 256]
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """The performance model's cold-start prior beside published anchors (issue 17), whatever they show.
 
-    .venv/bin/python benchmarks/prior_anchors.py
+    .venv/bin/python -m benchmarks.prior_anchors
 
 NVIDIA measured Llama 3.3 70B (FP8, TensorRT-LLM) on one H200 at batch size 1 (seed ref. 2;
 NVIDIA technical blog, "Boost Llama 3.3 70B Inference Throughput 3x with NVIDIA TensorRT-LLM

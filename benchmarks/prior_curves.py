@@ -1,7 +1,7 @@
 """The cold-start prior's speedup against batch beside published curves whose setup it can express
 (issue 32, "The prior against published curves"), whatever they show.
 
-    .venv/bin/python benchmarks/prior_curves.py
+    .venv/bin/python -m benchmarks.prior_curves
 
 Every figure the prior prints here is PREDICTED (``prior, not calibrated``). The prior knows no
 acceptance: where a publication gives one (a mean acceptance length), the prior runs at the

@@ -3,7 +3,7 @@ demo``'s sweep). Before a budgeted stage starts, the sweep calibrates its plan o
 finished sweep of its config (``specfleet_tasks.plan.budget.cell_budget``): this reads that sweep's cells,
 records and arm timings through ``StoredSweep``, and must never re-run its gates or analysis.
 
-Usage: ``python benchmarks/stage_timing.py SWEEP_DIR [--config configs/demo-cpu.yaml] [--runs 5]``,
+Usage: ``python -m benchmarks.stage_timing SWEEP_DIR [--config configs/demo-cpu.yaml] [--runs 5]``,
 ``SWEEP_DIR`` a finished demo sweep (``results/<id>`` after ``make demo``; a format-1 one, such as
 the ce4142f fixture tests/unit/tasks/store/data/demo-ce4142f, has its config path pointed at ``--config``).
 The sweep is copied into a scratch results folder beside a new sweep of the same config planned

@@ -24,6 +24,8 @@ LOAD = ["--prompts", "code", "--concurrency", "2", "--requests", "12", "--warmup
 URL_SECRET = "canary-url-pw-5d2e"
 LOOSE_LAG_LIMIT_MS = 5000.0
 """20 times the most these tests' cells lagged (255 ms p99, 2026-12-06)."""
+LOOSE_SLO = {"ttft_ms": 600_000.0, "itl_ms": 60_000.0, "percentile": 95}
+"""An SLO no request of these cells comes near: every token qualifies, on both sides and in the noise."""
 
 
 def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: str,
@@ -35,12 +37,16 @@ def _canary(reference: ReferenceSweep, baseline: str, candidate: str, *extra: st
     return code, json.loads(line)
 
 
-def _sweep_with_lag_limit(reference: ReferenceSweep, results: Path, client_lag_limit_ms: float) -> None:
+def _sweep_with_lag_limit(reference: ReferenceSweep, results: Path, client_lag_limit_ms: float,
+                          slo: dict[str, float] | None = None) -> None:
     """The reference sweep under ``results`` with the config its sweep.json holds given another
-    client lag limit (its stored cells, records and summary as they are)."""
+    client lag limit, and SLO where given (its stored cells, records and summary as they are; the
+    canary's noise is made from the records under the config's SLO)."""
     sweep_dir = Path(shutil.copytree(reference.store.dir, results / reference.sweep_id))
     stored = json.loads((sweep_dir / "sweep.json").read_text())
     stored["config"]["load"]["client_lag_limit_ms"] = client_lag_limit_ms
+    if slo is not None:
+        stored["config"]["slo"] = slo
     (sweep_dir / "sweep.json").write_text(json.dumps(stored))
 
 
@@ -88,9 +94,13 @@ def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_se
     1.16x [1.08, 1.24] faster on a loaded CI machine, a real difference between the two servers, not
     what an A/A test asks. The twin is named with credentials in its URL (vLLM without --api-key
     ignores them): they reach neither the output, the stored canary, nor MLflow. The sweep's client
-    lag limit is loosened as in the test above: the A/A claim needs the class compared."""
+    lag limit is loosened as in the test above: the A/A claim needs the class compared. So is its
+    SLO (``LOOSE_SLO``): two servers and the client on two cores put the ITL of these cells near the
+    sweep's 200 ms, where which requests qualify turns on a few milliseconds; the reference sweep,
+    one server at a time, never came near it, so its noise has none of that (an A/A run read 1.449x
+    [1.166, 1.801] on SLO-qualified tokens/s in CI). The A/A claim is about the servers, not that."""
     results = tmp_path / "results"
-    _sweep_with_lag_limit(reference, results, client_lag_limit_ms=LOOSE_LAG_LIMIT_MS)
+    _sweep_with_lag_limit(reference, results, client_lag_limit_ms=LOOSE_LAG_LIMIT_MS, slo=LOOSE_SLO)
     idle_server.variants("baseline", "baseline-twin-a", "baseline-twin-b")
     baseline, twin = idle_server("baseline-twin-a"), idle_server("baseline-twin-b")
     code, result = _canary(reference, baseline.base_url, twin.base_url.replace("http://", f"http://ops:{URL_SECRET}@"),

@@ -46,9 +46,10 @@ def _config(root: Path) -> Path:
     path = tiny_sweep_config(root / "policy.yaml", "it-policy", ARMS, requests=6, warmup=1, max_tokens=16,
                              concurrency=[1, 2],
                              # the tuner's 0.1 refused a CI run here: three runs of six requests at batch 1
-                             # spread by 0.107 on a 2-core AMD EPYC machine (2026-12-05); this test checks the
-                             # policy arm, not the tuner's noise threshold
-                             policy={"measure": True, "rule": "vllm#49163", "peer_max_relative_mad": 0.25},
+                             # spread by 0.107 on a 2-core AMD EPYC machine, and 0.301 with a CPU-heavy process
+                             # beside the suite; this test checks the policy arm, not the tuner's noise
+                             # threshold, so it takes the loosest the contract allows
+                             policy={"measure": True, "rule": "vllm#49163", "peer_max_relative_mad": 1.0},
                              hardware={"accelerator": "cpu", "accelerator_hour_usd": 1.0,
                                        "peak_demand_tokens_per_s": 100_000})
     data = yaml.safe_load(path.read_text())

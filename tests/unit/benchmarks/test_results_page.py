@@ -15,9 +15,9 @@ def test_the_page_and_the_readme_table_are_generated_from_the_records() -> None:
     records = read_results(RESULTS_DIR)
     assert {r.benchmark for _, r in records} >= {"model_accuracy", "plan_accuracy", "decision_calibration",
                                                   "client_capacity", "stage_timing"}
-    assert PAGE.read_text(encoding="utf-8") == page(records), "run python benchmarks/results_page.py"
+    assert PAGE.read_text(encoding="utf-8") == page(records), "run python -m benchmarks.results_page"
     readme = README.read_text(encoding="utf-8")
-    assert readme == with_readme_table(readme, readme_table(records)), "run python benchmarks/results_page.py"
+    assert readme == with_readme_table(readme, readme_table(records)), "run python -m benchmarks.results_page"
     assert main(["--check"]) == 0
 
 

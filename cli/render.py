@@ -170,7 +170,8 @@ def print_design(proposal: "DesignProposal") -> None:
             f"[red]no design searched adopts a true {proposal.target_saving:.0%} saving at the mix at "
             f"{proposal.power:.0%} power[/red]; the closest")
     out.print(f"{head}: load.repeats {proposal.repeats}, load.requests_per_cell {proposal.requests_per_cell}, "
-              f"analysis.baseline_server_lives {proposal.baseline_server_lives}: minimum detectable saving at the "
+              f"analysis.baseline_server_lives {proposal.baseline_server_lives}, analysis.arm_server_lives "
+              f"{proposal.arm_server_lives}: minimum detectable saving at the "
               f"mix {_share(proposal.mix_adopt_saving)}, on one class {_share(proposal.class_adopt_saving)}; "
               f"{human_duration(proposal.wall_s)}, {proposal.accelerator_hours:,.2f} accel-h, "
               f"${proposal.cost_usd:,.2f} ({proposal.searched} designs searched)")

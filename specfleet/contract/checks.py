@@ -47,6 +47,13 @@ class AnalysisSpec(ContractModel):
         "arms run at once): each life re-measures the previous one's first cell, so more lives give the "
         "server-to-server noise its degrees of freedom (`specfleet plan --detect` proposes a number). None: as many "
         "as arms run at once.")
+    arm_server_lives: PositiveInt = Field(
+        1, description="Server lives each speculative arm's cells are split over, one after another, each life "
+        "after the first opening with the previous one's first cell measured again. A server life runs faster or "
+        "slower as a whole, and with one life per arm that offset enters every comparison of the arm at full size; "
+        "over several lives it averages out of the arm's verdicts at the mix and per class, which is what lets a "
+        "first night (no noise history) decide them (`specfleet plan --detect` proposes a number). 1: one server "
+        "per arm.")
     min_coverage: float = Field(
         1.0, gt=0, le=1, description="Share of the traffic mix a verdict's measured cells must carry to be "
         "adoptable; below it the verdict is PARTIAL and never adopted.")

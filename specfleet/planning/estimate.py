@@ -24,7 +24,7 @@ from specfleet.contract import ArmPlan, CellIdentity, SweepConfig, arm_plans, ce
 from specfleet.contract.base import RecordModel
 from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from specfleet.perfmodel.step_time import LinearStep
-from specfleet.planning.replicas import baseline_replicas, replica_shares, slots
+from specfleet.planning.replicas import arm_shares, slots
 from specfleet.stats.equivalence import planned_samples_per_prompt
 
 DEFAULT_MAX_NUM_SEQS = 256
@@ -250,8 +250,7 @@ def arm_estimates(timing: Timing, config: SweepConfig, scored_items: Mapping[str
     out = []
     for arm, stage, phase in phases:
         identities = cell_identities(config, arm, phase)
-        shares = replica_shares(identities, baseline_replicas(config, phase)) if arm.is_baseline else [identities]
-        for replica, cells in enumerate(shares):
+        for replica, cells in enumerate(arm_shares(config, arm, phase, identities)):
             probed = phase == "main" and replica == 0 and not arm.synthetic
             probe = probe_seconds(timing, config, arm, scored_items) if probed else 0.0
             out.append(ArmEstimate(

@@ -286,6 +286,7 @@ class DesignProposal(RecordModel):
     requests_per_cell: int
     baseline_server_lives: int = Field(
         description="The opening baseline's server lives (analysis.baseline_server_lives).")
+    arm_server_lives: int = Field(description="Each speculative arm's server lives (analysis.arm_server_lives).")
     mix_adopt_saving: float | None = Field(description="The worst arm's minimum detectable saving at the mix.")
     class_adopt_saving: float | None = Field(description="The worst minimum detectable saving on one class alone.")
     wall_s: float

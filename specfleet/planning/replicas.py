@@ -1,5 +1,7 @@
-"""Baseline replicas (issue 18): a baseline stage's cells split over identical servers, so the
-accelerators the speculative arms use later do not idle while the baseline runs.
+"""Server lives: a baseline stage's cells split over identical servers (replicas), so the
+accelerators the speculative arms use later do not idle while the baseline runs; and a
+speculative arm's cells split over ``analysis.arm_server_lives`` servers one after another, so
+no single server life's speed stands for the whole arm.
 
 The cells are dealt round robin (each replica gets its share of every load, class and sampling
 mode) over at most one replica per cell. With two or more replicas each one opens with a
@@ -14,7 +16,7 @@ it already enters every comparison of a speculative arm on other accelerators.
 from collections.abc import Sequence
 from typing import Literal
 
-from specfleet.contract import CellIdentity, SweepConfig
+from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 
 POLICY_OPENING_LIVES = 2
 """Server lives the opening baseline is split over at least, with ``policy.measure``."""
@@ -58,3 +60,15 @@ def baseline_replicas(config: SweepConfig, phase: Literal["main", "baseline_end"
         return replicas
     least = max(POLICY_OPENING_LIVES if config.measures_policy else 1, config.analysis.baseline_server_lives or 1)
     return max(least, replicas)
+
+
+def server_lives(config: SweepConfig, arm: ArmPlan, phase: Literal["main", "baseline_end"]) -> int:
+    """Servers an arm's stage is split over: the baseline's replicas, or a speculative arm's
+    (and a measured k policy's) ``analysis.arm_server_lives``."""
+    return baseline_replicas(config, phase) if arm.is_baseline else config.analysis.arm_server_lives
+
+
+def arm_shares(config: SweepConfig, arm: ArmPlan, phase: Literal["main", "baseline_end"],
+               cells: Sequence[CellIdentity]) -> list[list[CellIdentity]]:
+    """``cells`` of one arm's stage over its server lives, in the order each measures them."""
+    return replica_shares(cells, server_lives(config, arm, phase))

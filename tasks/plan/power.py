@@ -1,7 +1,8 @@
 """``specfleet plan``'s power: the planned design, this machine's recorded noise (or the stated
 prior) and the earlier sweeps whose noise the next one pools; then ``specfleet.planning.power``
 does the arithmetic. ``--detect`` searches designs (repeats, requests per cell, baseline server
-lives), cheapest first by the plan's own time and cost, for one that decides a given saving."""
+lives, each speculative arm's server lives), cheapest first by the plan's own time and cost, for
+one that decides a given saving."""
 
 import itertools
 from pathlib import Path
@@ -26,6 +27,7 @@ from specfleet_tasks.store.sweep import stored_sweeps
 REPEATS = (1, 2, 3)
 REQUESTS_SCALE = (1, 2, 4)
 LIVES = (2, 3, 4, 6, 8)
+ARM_LIVES = (1, 2, 3, 4)
 MAX_SEARCHED = 16
 """Designs whose power is computed at most (cheapest first): each is one family's max-T draws."""
 
@@ -49,10 +51,11 @@ def sweep_power(config: SweepConfig, results_dir: Path, power: float = POWER) ->
     return plan_power(config, planned_servers(config), basis, history_sweeps(config, results_dir), power)
 
 
-def _variant(config: SweepConfig, repeats: int, requests: int, lives: int) -> SweepConfig:
+def _variant(config: SweepConfig, repeats: int, requests: int, lives: int, arm_lives: int) -> SweepConfig:
     return config.model_copy(update={
         "load": config.load.model_copy(update={"repeats": repeats, "requests_per_cell": requests}),
-        "analysis": config.analysis.model_copy(update={"baseline_server_lives": lives})})
+        "analysis": config.analysis.model_copy(update={"baseline_server_lives": lives,
+                                                       "arm_server_lives": arm_lives})})
 
 
 def propose_design(inputs: PlanInputs, target_saving: float, results_dir: Path,
@@ -65,15 +68,16 @@ def propose_design(inputs: PlanInputs, target_saving: float, results_dir: Path,
     now = baseline_replicas(config, "main")
     lives = sorted({now, 2 * now, *(n for n in LIVES if n > now)})
     requests = config.load.requests_per_cell
+    arm_lives = sorted({config.analysis.arm_server_lives, *ARM_LIVES})
     designs = []
-    for r, scale, n in itertools.product(REPEATS, REQUESTS_SCALE, lives):
-        variant = _variant(config, r, requests * scale, n)
+    for r, scale, n, a in itertools.product(REPEATS, REQUESTS_SCALE, lives, arm_lives):
+        variant = _variant(config, r, requests * scale, n, a)
         designs.append((inputs.estimate(variant).estimate, variant))
     designs.sort(key=lambda d: (d[0].cost_usd, d[0].wall_s))
     designs.insert(0, designs.pop(max(range(len(designs)), key=lambda i: _knobs(designs[i][1], now))))
     best: tuple[float, DesignProposal] | None = None
     basis_at: dict[int, NoiseBasis] = {}
-    failed: list[tuple[int, int, int]] = []
+    failed: list[tuple[int, int, int, int]] = []
     searched = 0
     for estimate, variant in designs:
         knobs = _knobs(variant, now)
@@ -87,7 +91,7 @@ def propose_design(inputs: PlanInputs, target_saving: float, results_dir: Path,
         proposal = DesignProposal(
             target_saving=target_saving, power=power, found=mix is not None and mix <= target_saving,
             repeats=variant.load.repeats, requests_per_cell=per_cell,
-            baseline_server_lives=knobs[2], mix_adopt_saving=mix, class_adopt_saving=cls,
+            baseline_server_lives=knobs[2], arm_server_lives=knobs[3], mix_adopt_saving=mix, class_adopt_saving=cls,
             wall_s=estimate.wall_s, accelerator_hours=estimate.accelerator_hours, cost_usd=estimate.cost_usd,
             searched=searched, notes=_notes(basis, per_cell != requests, history))
         if proposal.found:
@@ -107,18 +111,19 @@ def propose_design(inputs: PlanInputs, target_saving: float, results_dir: Path,
 
 
 def _floor(recorded: list[RecordedNoise], requests: int, target_saving: float) -> str:
-    """Why no design reaches the target: each speculative arm runs on one server life, whose offset
-    enters its every comparison whatever the baseline does."""
+    """Why no design reaches the target: a speculative arm's comparisons carry the server part of
+    its lives, which only more of them averages down."""
     basis = noise_basis(recorded, requests)
-    return (f"no design searched adopts a true {target_saving:.0%} saving at the mix: each speculative arm runs on "
-            f"one server life, so its comparisons carry a server part of sd {basis.server_var ** 0.5:.3f} (log) "
-            "that no baseline repeat, request or server life removes; more nights (noise_history) narrow the "
-            "critical values, and measuring each arm on several server lives would remove it")
+    return (f"no design searched adopts a true {target_saving:.0%} saving at the mix: each speculative arm's "
+            f"comparisons carry a server part of sd {basis.server_var ** 0.5:.3f} (log) per server life, which no "
+            f"baseline repeat or request removes and at most {max(ARM_LIVES)} lives per arm average down; more "
+            "nights (noise_history) narrow the critical values")
 
 
-def _knobs(variant: SweepConfig, now: int) -> tuple[int, int, int]:
-    """A design's (repeats, requests per cell, opening baseline server lives)."""
-    return variant.load.repeats, variant.load.requests_per_cell, variant.analysis.baseline_server_lives or now
+def _knobs(variant: SweepConfig, now: int) -> tuple[int, int, int, int]:
+    """A design's (repeats, requests per cell, opening baseline server lives, each arm's server lives)."""
+    return (variant.load.repeats, variant.load.requests_per_cell, variant.analysis.baseline_server_lives or now,
+            variant.analysis.arm_server_lives)
 
 
 def _notes(basis: NoiseBasis, more_requests: bool, history: int) -> list[str]:

@@ -20,7 +20,7 @@ from specfleet.errors import InputError
 from specfleet.gates.engine_findings import EngineCheck, EngineChecks
 from specfleet.gates.scored_set import ScoredSet
 from specfleet.planning.budget import budgeted
-from specfleet.planning.replicas import baseline_replicas, replica_shares
+from specfleet.planning.replicas import arm_shares
 from specfleet.verdicts.policy_arm import DerivedPolicies, derive_policies, with_policy_arms
 from specfleet_tasks.plan.engine_check import engine_checks
 from specfleet_tasks.plan.fingerprint import compute_fingerprint
@@ -134,9 +134,10 @@ class SweepPlan:
         policy_arms = {a.name for a in derived.arms}
         complete = self.store.complete_keys()
         for arm in (p for p in arm_plans(self.config) if p.arm in policy_arms):
-            cells = [(ident, ident.key(self.fingerprint.digest)) for ident in cell_identities(self.config, arm)]
-            self.cells.update({key: ident for ident, key in cells})
-            self._add_work(arm, "main", 0, cells, complete)
+            for replica, share in enumerate(arm_shares(self.config, arm, "main", cell_identities(self.config, arm))):
+                cells = [(ident, ident.key(self.fingerprint.digest)) for ident in share]
+                self.cells.update({key: ident for ident, key in cells})
+                self._add_work(arm, "main", replica, cells, complete)
 
     def _add_work(self, arm: ArmPlan, phase: Phase, replica: int, cells: list[tuple[CellIdentity, str]],
                   complete: set[str]) -> None:
@@ -196,15 +197,14 @@ def check_continue(results_dir: Path, name: str, resume: str | None) -> list[Sto
 
 
 def planned_cells(config: SweepConfig, digest: str) -> list[tuple[ArmPlan, Phase, int, list[tuple[CellIdentity, str]]]]:
-    """Every server start of the sweep in order, each baseline stage split over its replicas and the
-    baseline again at the end: (arm, phase, replica, its (identity, key) cells)."""
+    """Every server start of the sweep in order, each stage split over its server lives (a baseline
+    stage's replicas, a speculative arm's ``arm_server_lives``) and the baseline again at the end:
+    (arm, phase, replica, its (identity, key) cells)."""
     arms = arm_plans(config)
     phases: list[tuple[ArmPlan, Phase]] = [(a, "main") for a in arms] + [(arms[0], "baseline_end")]
     out = []
     for arm, phase in phases:
-        identities = cell_identities(config, arm, phase)
-        shares = replica_shares(identities, baseline_replicas(config, phase)) if arm.is_baseline else [identities]
-        for replica, share in enumerate(shares):
+        for replica, share in enumerate(arm_shares(config, arm, phase, cell_identities(config, arm, phase))):
             out.append((arm, phase, replica, [(ident, ident.key(digest)) for ident in share]))
     return out
 

@@ -36,10 +36,28 @@ def test_a_demo_cell_claim_has_the_standard_error_of_its_design() -> None:
 def test_nights_of_history_and_more_baseline_lives_lower_the_minimum_detectable_saving() -> None:
     first = _plan().worst("mix")
     nights = _plan(history=4).worst("mix")
-    lives = _plan(_variant(DEMO, 1, DEMO.load.requests_per_cell, 6)).worst("mix")
+    lives = _plan(_variant(DEMO, 1, DEMO.load.requests_per_cell, 6, 1)).worst("mix")
     assert first is not None and nights is not None and lives is not None
     assert nights < first - 0.15 and lives < first - 0.1
     assert all(c.reject_saving is not None and c.reject_saving < 0 for c in _plan(history=4).claims)
+
+
+def test_server_lives_per_arm_average_a_large_server_part_out_of_the_mix_not_out_of_a_cell() -> None:
+    """Where a server life's offset dominates the noise, the baseline's lives cannot remove it from an
+    arm measured on one life; four lives per arm divide it among them at the mix, while a cell, on
+    one life whatever the design, keeps it (its standard error barely moves)."""
+    basis = noise_basis([RecordedNoise(sweep="a", config_name="demo-cpu", server_var=0.02, run_var=0.002, runs=40,
+                                       requests_per_cell=12)], 12)
+
+    def plan(baseline_lives: int, arm_lives: int) -> PowerPlan:
+        variant = _variant(DEMO, 1, DEMO.load.requests_per_cell, baseline_lives, arm_lives)
+        return plan_power(variant, planned_servers(variant), basis, 0)
+
+    one, four = plan(6, 1), plan(6, 4)
+    assert four.worst("mix") is not None and one.worst("mix") is not None
+    assert four.worst("mix") < one.worst("mix") - 0.15
+    cell_se = [max(c.se or 0.0 for c in p.claims if c.kind == "cell") for p in (one, four)]
+    assert cell_se[1] == pytest.approx(cell_se[0], rel=0.15)
 
 
 def test_the_prior_is_labelled_and_recorded_noise_is_pooled_by_its_runs() -> None:

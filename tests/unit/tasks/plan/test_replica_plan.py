@@ -67,6 +67,27 @@ def test_each_baseline_stage_is_r_replicas_owing_every_cell_once_plus_r_checks(
     assert len(plan.cells) == plan.pending_cells == 6 + 6 + 6 + 2 * replicas
 
 
+def test_a_speculative_arm_over_three_server_lives_owes_its_cells_once_plus_a_check_on_each_later_life(
+        tmp_path: Path) -> None:
+    """``analysis.arm_server_lives: 3`` on one CPU node: the speculative arm's stage is three servers
+    one after another, each opening with the previous one's first own cell measured again (as a
+    baseline stage's replicas do); the probes run on the first; the baseline stages keep their one
+    server."""
+    path = _config(tmp_path, "accelerator: cpu")
+    path.write_text(path.read_text().replace("analysis: {", "analysis: {arm_server_lives: 3, "))
+    config = load(path)
+    plan = _plan(tmp_path)
+    assert [len(work) for _, work in plan.stages()] == [1, 3, 1]
+    (_, arms), = [(label, work) for label, work in plan.stages() if label == "speculative arms"]
+    assert [w.replica for w in arms] == [0, 1, 2] and [w.probe for w in arms] == [True, False, False]
+    owed = [ident for w in arms for ident, _ in w.cells]
+    assert Counter(i for i in owed if not i.replica_check) == Counter(cell_identities(config, arms[0].arm))
+    for i, work in enumerate(arms):
+        check, first_own = work.cells[0][0], arms[i - 1].cells[1][0]
+        assert check == first_own.model_copy(update={"replica_check": True})
+    assert len(plan.cells) == 6 + 6 + 3 + 6
+
+
 def test_keys_of_the_cells_are_the_one_server_plans_and_checks_are_the_only_new_ones(tmp_path: Path) -> None:
     _config(tmp_path, "accelerator: cpu")
     single = _plan(tmp_path)

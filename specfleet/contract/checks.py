@@ -48,8 +48,8 @@ class AnalysisSpec(ContractModel):
         "server-to-server noise its degrees of freedom (`specfleet plan --detect` proposes a number). None: as many "
         "as arms run at once.")
     arm_server_lives: PositiveInt = Field(
-        1, description="Server lives each speculative arm's cells are split over, one after another, each life "
-        "after the first opening with the previous one's first cell measured again. A server life runs faster or "
+        1, description="Server lives each speculative arm's cells are split over, one after another; with two or "
+        "more, each life opens with another life's first cell measured again. A server life runs faster or "
         "slower as a whole, and with one life per arm that offset enters every comparison of the arm at full size; "
         "over several lives it averages out of the arm's verdicts at the mix and per class, which is what lets a "
         "first night (no noise history) decide them (`specfleet plan --detect` proposes a number). 1: one server "

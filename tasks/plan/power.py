@@ -106,18 +106,18 @@ def propose_design(inputs: PlanInputs, target_saving: float, results_dir: Path,
     assert best is not None
     if best[1].found:
         return best[1].model_copy(update={"searched": searched})
-    floor = best[1].notes + [_floor(recorded, requests, target_saving)]
+    floor = best[1].notes + [_floor(recorded, requests, target_saving, max(arm_lives))]
     return best[1].model_copy(update={"searched": searched, "notes": floor})
 
 
-def _floor(recorded: list[RecordedNoise], requests: int, target_saving: float) -> str:
+def _floor(recorded: list[RecordedNoise], requests: int, target_saving: float, most_arm_lives: int) -> str:
     """Why no design reaches the target: a speculative arm's comparisons carry the server part of
     its lives, which only more of them averages down."""
     basis = noise_basis(recorded, requests)
     return (f"no design searched adopts a true {target_saving:.0%} saving at the mix: each speculative arm's "
             f"comparisons carry a server part of sd {basis.server_var ** 0.5:.3f} (log) per server life, which no "
-            f"baseline repeat or request removes and at most {max(ARM_LIVES)} lives per arm average down; more "
-            "nights (noise_history) narrow the critical values")
+            f"baseline repeat or request removes and the at most {most_arm_lives} lives per arm searched average "
+            "down; more nights (noise_history) narrow the critical values")
 
 
 def _knobs(variant: SweepConfig, now: int) -> tuple[int, int, int, int]:

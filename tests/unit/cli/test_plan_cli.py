@@ -115,7 +115,8 @@ def test_detect_proposes_a_design_with_its_time_and_cost(tmp_path: Path, monkeyp
     assert proposal["wall_s"] > 0 and proposal["cost_usd"] > 0
     hard = _plan(DEMO, "--detect", "5%")["detect"]
     assert isinstance(hard, dict) and hard["found"] is False and hard["mix_adopt_saving"] > 0.05
-    assert any("no design searched" in note for note in hard["notes"])
+    assert any("no design searched" in note and "at most 4 lives per arm searched" in note for note in hard["notes"])
+    assert all(1 <= found["arm_server_lives"] <= 4 for found in (proposal, hard))
 
 
 @pytest.mark.parametrize("value", ["150%", "abc", "0"])

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from specfleet.verdicts.cell import Decision
     from specfleet.verdicts.detection import Detection
     from specfleet.verdicts.mix import MixVerdict
+    from specfleet.verdicts.sequential import Look
 
 DEFAULT_DRAFT_COST_RATIO = 0.05  # the seed's c for its worked grid: an assumption, never a measurement
 
@@ -56,7 +57,7 @@ def report(
                                   [files.html, files.markdown])
     if as_json:
         print_json({**report_json(made.sweep_id, files.html, files.markdown, None if other is None else other.id,
-                                  mlflow), **verdicts_json(made.mix, made.decisions)})
+                                  mlflow), **verdicts_json(made.mix, made.decisions, made.look)})
     else:
         print(mlflow)
     return files.html
@@ -69,9 +70,11 @@ def report_json(sweep_id: str, html: Path, markdown: Path, against: str | None, 
             "mlflow": mlflow}
 
 
-def verdicts_json(mix: Sequence["MixVerdict"], decisions: Sequence["Decision"]) -> dict[str, object]:
+def verdicts_json(mix: Sequence["MixVerdict"], decisions: Sequence["Decision"],
+                  look: "Look | None" = None) -> dict[str, object]:
     """Every verdict of ``specfleet report --json``: each arm and k policy at the traffic mix, and each
-    cell, as adopt, reject or inconclusive (the report's figures are in its files)."""
+    cell, as adopt, reject or inconclusive (the report's figures are in its files); with
+    ``analysis.nights`` the look they were decided at, and each carried verdict's sweep."""
     from specfleet.contract.matrix import load_label
 
     def detectable(found: "Detection | None") -> float | None:
@@ -83,10 +86,12 @@ def verdicts_json(mix: Sequence["MixVerdict"], decisions: Sequence["Decision"]) 
                  "saving_high": v.fleet.optimistic_saving_fraction,
                  "detectable_saving_fraction": detectable(v.fleet.detection),
                  "to_decide": v.fleet.detection.to_decide if v.fleet.detection and v.verdict == "inconclusive"
-                 else None} for v in mix],
+                 else None, "carried_from": v.carried.sweep if v.carried else None} for v in mix],
         "decisions": [{"arm": d.slice.arm, "prompt_class": d.slice.prompt_class,
                        "load": load_label(d.slice.load_mode, d.slice.load_value), "sampling": d.slice.sampling,
                        "verdict": d.verdict, "reason": d.reason_code,
                        "detectable_saving_fraction": detectable(d.detection),
-                       "to_decide": d.detection.to_decide if d.detection else None} for d in decisions],
+                       "to_decide": d.detection.to_decide if d.detection else None,
+                       "carried_from": d.carried.sweep if d.carried else None} for d in decisions],
+        "look": None if look is None else {**look.model_dump(mode="json"), "text": look.text},
     }

@@ -30,6 +30,17 @@ class EquivalenceSpec(ContractModel):
     )
 
 
+class NightsSpec(ContractModel):
+    """Deciding over nights (``specfleet.verdicts.sequential``): consecutive sweeps of a config as the looks of
+    one sequence."""
+
+    looks: int = Field(ge=2, le=30, description="Looks (finished sweeps) one sequence has at most; after the last, "
+                       "a new sequence starts.")
+    spending: Literal["bonferroni", "obrien_fleming"] = Field(
+        "obrien_fleming", description="How the error rate is spent over the looks: obrien_fleming (almost nothing "
+        "on the first looks, most on the last) or bonferroni (equal shares).")
+
+
 class AnalysisSpec(ContractModel):
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence of every interval and decision.")
     bootstrap_resamples: PositiveInt = Field(2000, description="Resamples of the request-level bootstraps.")
@@ -57,6 +68,12 @@ class AnalysisSpec(ContractModel):
     min_coverage: float = Field(
         1.0, gt=0, le=1, description="Share of the traffic mix a verdict's measured cells must carry to be "
         "adoptable; below it the verdict is PARTIAL and never adopted.")
+    nights: NightsSpec | None = Field(
+        None, description="Decide over nights: each sweep whose newest predecessor of the same config and fingerprint "
+        "finished is the next look of a sequence of at most `looks`; its analysis pools the runs of the sequence's "
+        "earlier sweeps with its own and decides at that look's share of the error rate, a claim decided at an "
+        "earlier look keeps its verdict, and a budgeted sweep measures the cells of undecided claims first. None: "
+        "every sweep decides alone at `confidence`.")
     concurrency_buckets: list[PositiveInt] = Field(
         default_factory=list, description="Bucket edges for the k policy; default the measured levels."
     )

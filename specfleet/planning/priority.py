@@ -10,14 +10,19 @@ Order, first to last:
    prior: no acceptance measured, no noise floor) the distance is unknown and the mix share
    alone orders them; lower k first on ties, as a k policy needs its small k.
 
+With ``analysis.nights``, the speculative cells whose claims the previous look decided (adopt or
+reject) come after every other speculative cell: their verdicts are kept whatever they measure, so
+the budget goes to the claims still inconclusive.
+
 Predictions only order the work; no decision reads them.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from specfleet.contract import ArmPlan, CellIdentity, SweepConfig
 from specfleet.planning.estimate import DEFAULT_MAX_NUM_SEQS, Timing, engine_request_ms
+from specfleet.verdicts.nights import SliceKey, identity_key
 from specfleet.verdicts.traffic_mix import effective_mix
 
 
@@ -33,12 +38,13 @@ def predicted_speedup(timing: Timing, config: SweepConfig, arm: ArmPlan, baselin
 
 
 def cell_order(timing: Timing, config: SweepConfig, cells: Sequence[tuple[ArmPlan, CellIdentity]],
-               noise_floor: float | None) -> list[CellIdentity]:
-    """``cells`` (with their arms) in the order a budgeted sweep measures them."""
+               noise_floor: float | None, decided: Collection[SliceKey] = ()) -> list[CellIdentity]:
+    """``cells`` (with their arms) in the order a budgeted sweep measures them; ``decided``: the
+    cells whose claims an earlier look decided (``analysis.nights``), measured last."""
     mix = effective_mix(config)
     baseline = next(arm for arm, _ in cells if arm.is_baseline) if any(a.is_baseline for a, _ in cells) else None
 
-    def key(item: tuple[ArmPlan, CellIdentity]) -> tuple[int, int, float, float, float, int]:
+    def key(item: tuple[ArmPlan, CellIdentity]) -> tuple[int, bool, int, float, float, float, int]:
         arm, cell = item
         share = mix.class_shares.get(cell.prompt_class, 0.0) * (
             mix.load_shares.get(cell.load_value, 0.0) if cell.load_mode == mix.load_mode else 0.0)
@@ -46,6 +52,8 @@ def cell_order(timing: Timing, config: SweepConfig, cells: Sequence[tuple[ArmPla
         if not arm.is_baseline and baseline is not None and noise_floor:
             speedup = predicted_speedup(timing, config, arm, baseline, cell)
             distance = abs(math.log(speedup)) / math.log1p(noise_floor)
-        return (0 if arm.is_baseline else 1, cell.repeat, 0.0 if share > 0 else 1.0, distance, -share, arm.k or 0)
+        settled = identity_key(cell) in decided
+        return (0 if arm.is_baseline else 1, settled, cell.repeat, 0.0 if share > 0 else 1.0, distance, -share,
+                arm.k or 0)
 
     return [cell for _, cell in sorted(cells, key=key)]

@@ -29,6 +29,7 @@ from specfleet.verdicts.kpolicy import KPolicyReport
 from specfleet.verdicts.mix import MixVerdict
 from specfleet.verdicts.policy_arm import PolicyComparison
 from specfleet.verdicts.prompt_class import ClassVerdict, class_verdicts
+from specfleet.verdicts.sequential import Look
 from specfleet.verdicts.table import DecisionRow, decision_rows, hardware_label
 
 REPORT_FILE = "summary.json"
@@ -90,6 +91,9 @@ class SweepReport(RecordModel):
         "sampling mode, run or not run with why (empty in summaries written before the gate was wired).")
     notes: list[str]
     decisions: list[Decision] = Field(description="Every cell's decision, adopted, rejected or inconclusive.")
+    look: Look | None = Field(
+        None, description="With analysis.nights: which look of its sequence the sweep is and the confidence its "
+        "verdicts were decided at (None: decided alone at analysis.confidence).")
     k_policy: list[KPolicyReport]
     policy_comparisons: list[PolicyComparison] = Field(
         default_factory=list, description="Each k policy measured on its own server (policy.measure, --policy-from): "
@@ -156,6 +160,7 @@ class Decided(TypedDict):
     decisions: list[Decision]
     k_policy: list[KPolicyReport]
     policy_comparisons: list[PolicyComparison]
+    look: Look | None
 
 
 def decided(config: SweepConfig, analysis: SweepAnalysis) -> Decided:
@@ -164,7 +169,7 @@ def decided(config: SweepConfig, analysis: SweepAnalysis) -> Decided:
                    class_verdicts=class_verdicts(config, analysis.decisions, analysis.mix, analysis.policies),
                    noise=analysis.noise, gates=analysis.gates, equivalence=analysis.equivalence,
                    quality=analysis.quality, decisions=analysis.decisions, k_policy=analysis.policies,
-                   policy_comparisons=analysis.policy_comparisons)
+                   policy_comparisons=analysis.policy_comparisons, look=analysis.look)
 
 
 def read_report(text: str, config: SweepConfig, where: str = REPORT_FILE) -> SweepReport:

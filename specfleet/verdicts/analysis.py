@@ -21,12 +21,14 @@ from specfleet.verdicts.cell import Decision, cell_cases, decide_cases
 from specfleet.verdicts.evidence import Evidence
 from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport, k_policy_reports
 from specfleet.verdicts.mix import MixClaims, MixVerdict
+from specfleet.verdicts.nights import Nights
 from specfleet.verdicts.policy_arm import (
     DerivedPolicies,
     PolicyComparison,
     compare_policies_measured,
     with_recommendations,
 )
+from specfleet.verdicts.sequential import Look
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class SweepAnalysis:
     """Labels of the cells measured at synthetic acceptance: calibration only, never decided on."""
     policy_comparisons: list[PolicyComparison] = field(default_factory=list)
     """Each measured k policy's verdict beside the composed one (``policy.measure``)."""
+    look: Look | None = None
+    """With ``analysis.nights``: which look of its sequence the sweep is, at what confidence it decided."""
 
     @property
     def gates(self) -> dict[str, list[GateResult]]:
@@ -75,14 +79,19 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
                   probes: Mapping[str, EquivalenceProbe], quality_probes: Mapping[str, QualityProbe],
                   engine_findings: Sequence[str] = (), history: Sequence[RunValue] = (),
                   derived: DerivedPolicies | None = None,
-                  composed_mix: Sequence[MixVerdict] | None = None) -> SweepAnalysis:
+                  composed_mix: Sequence[MixVerdict] | None = None, nights: Nights | None = None) -> SweepAnalysis:
     """``records`` by cell key (usable cells without records get no sample); ``probes`` and
     ``quality_probes`` by arm. Each decision consumes its arm's equivalence gates and its slice's
     quality gate. ``engine_findings``: defects of the installed engine that taint every sampled
     result of a speculative arm (its stochastic gate and its decisions at temperature > 0 name them).
     ``history``: earlier sweeps' repeated runs pooled into the noise (``analysis.noise_history``).
     ``derived``: the k policies the sweep measured as arms (their arms are in ``config``);
-    ``composed_mix``: a follow-up's composed verdicts, from the sweep that chose them."""
+    ``composed_mix``: a follow-up's composed verdicts, from the sweep that chose them. ``nights``: the
+    sweep as a look of a sequence (``analysis.nights``): decided at the look's confidence over its own
+    runs and the earlier looks', the previous look's decided verdicts kept."""
+    if nights is not None:
+        config = config.model_copy(update={"analysis": config.analysis.model_copy(
+            update={"confidence": nights.look.confidence})})
     synthetic = [c for c in cells if c.identity.synthetic]
     cells = [c for c in cells if not c.identity.synthetic]
     equivalence = arm_equivalence(config, [p for p in arm_plans(config) if not p.synthetic], probes, engine_findings)
@@ -92,23 +101,28 @@ def analyse_sweep(config: SweepConfig, cells: Sequence[CellResult], records: Map
     gates = {e.arm: e.gates for e in equivalence if e.greedy is not None}
     verdicts = decide_sweep(config, cells, samples, gates, {q.key: q.gate() for q in quality},
                             baseline_output_tokens(cells, records), history,
-                            [p.policy for p in derived.policies] if derived is not None else [])
+                            [p.policy for p in derived.policies] if derived is not None else [],
+                            nights.runs if nights is not None else ())
     decisions = [_with_findings(d, config, engine_findings) for d in verdicts.decisions]
-    comparisons = [] if derived is None else compare_policies_measured(derived, verdicts.mix, verdicts.policies,
+    mix = verdicts.mix
+    if nights is not None:
+        decisions, mix = nights.carry_decisions(decisions), nights.carry_mix(mix)
+    comparisons = [] if derived is None else compare_policies_measured(derived, mix, verdicts.policies,
                                                                        composed_mix)
     return SweepAnalysis(equivalence, quality, decisions, with_recommendations(verdicts.policies, comparisons),
-                         verdicts.mix, verdicts.mix_note, verdicts.noise, [c.identity.label for c in synthetic],
-                         comparisons)
+                         mix, verdicts.mix_note, verdicts.noise, [c.identity.label for c in synthetic],
+                         comparisons, nights.look if nights is not None else None)
 
 
 def decide_sweep(config: SweepConfig, cells: Sequence[CellResult], samples: Mapping[str, CellSample],
                  gates: Mapping[str, Sequence[GateResult]], quality: Mapping[SliceKey, GateResult],
                  output_tokens_per_request: Mapping[str, float], history: Sequence[RunValue] = (),
-                 measured_policies: Sequence[KPolicy] = ()) -> Verdicts:
+                 measured_policies: Sequence[KPolicy] = (), sequence: Sequence[RunValue] = ()) -> Verdicts:
     """Every claim of the sweep in one family, decided at once: cells, classes, arms at the mix and
     every k assignment a policy could choose; then the decisions, the policies and the verdicts
-    (``measured_policies``: those the sweep measured as arms, each composed too)."""
-    evidence = Evidence.of(cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm, history)
+    (``measured_policies``: those the sweep measured as arms, each composed too; ``sequence``: the earlier
+    looks' runs, ``analysis.nights``)."""
+    evidence = Evidence.of(cells, samples, config.slo, config.analysis, arm_plans(config)[0].arm, history, sequence)
     cases = cell_cases(cells, samples, config, evidence, gates, quality)
     try:
         mix_claims: MixClaims | None = MixClaims.add_to(evidence, cases, config, output_tokens_per_request)

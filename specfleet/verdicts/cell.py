@@ -38,6 +38,7 @@ from specfleet.verdicts.detection import Detection, detection
 from specfleet.verdicts.evidence import Evidence
 from specfleet.verdicts.rule import Claim, ClaimResult, Verdict
 from specfleet.verdicts.sampling_scope import scoped_gates
+from specfleet.verdicts.sequential import Carried
 
 ReasonCode = Literal[
     "adopt", "baseline_unqualified", "candidate_not_usable", "baseline_not_usable", "no_qualified_tokens",
@@ -138,6 +139,9 @@ class Decision(RecordModel):
     serving_warning: str | None = Field(
         None, description="A gate of sampled decoding that failed on this arm and was left out of this greedy "
         "verdict, since the traffic declares greedy requests only (specfleet.verdicts.sampling_scope).")
+    carried: Carried | None = Field(
+        None, description="With analysis.nights: the earlier look that decided this cell, whose verdict it keeps "
+        "(None: decided, or left inconclusive, by this sweep).")
 
     @model_validator(mode="before")
     @classmethod

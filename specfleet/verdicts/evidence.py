@@ -3,7 +3,7 @@ and the SLO-percentile ITL), the run-to-run noise pooled over the sweep, and the
 which every claim the sweep could adopt (cells, classes, arms at the mix, k policies) is decided
 (``specfleet.verdicts.rule``)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from specfleet.contract.checks import AnalysisSpec
@@ -44,6 +44,18 @@ def earlier_runs(sweep_id: str, cells: Sequence[CellResult], samples: Mapping[st
     return out
 
 
+def sequence_runs(sweep_id: str, cells: Sequence[CellResult], samples: Mapping[str, CellSample], slo: SLOSpec,
+                  analysis: AnalysisSpec, arms: Collection[str]) -> list[RunValue]:
+    """An earlier look's runs (both figures) of ``arms`` (``analysis.nights``): more runs of the same arms
+    and configurations, which this look's claims read; its server lives named after it, so the
+    variance model keeps each night's servers their own."""
+    out = []
+    for runs in run_values([c for c in cells if c.identity.arm in arms], samples, slo, analysis):
+        out += [RunValue(r.metric, f"{sweep_id}: {r.label}", r.arm, r.config, f"{sweep_id}/{r.server}", r.log_value)
+                for r in runs]
+    return out
+
+
 @dataclass
 class Evidence:
     tps: RunTable
@@ -57,10 +69,14 @@ class Evidence:
 
     @classmethod
     def of(cls, cells: Sequence[CellResult], samples: Mapping[str, CellSample], slo: SLOSpec,
-           analysis: AnalysisSpec, baseline_arm: str, history: Sequence[RunValue] = ()) -> "Evidence":
-        """Run values of every usable cell with a per-request sample; the noise from their repeats and
-        from ``history`` (earlier sweeps' repeated runs, ``analysis.noise_history``), which no claim reads."""
+           analysis: AnalysisSpec, baseline_arm: str, history: Sequence[RunValue] = (),
+           sequence: Sequence[RunValue] = ()) -> "Evidence":
+        """Run values of every usable cell with a per-request sample, and ``sequence`` (the earlier looks'
+        runs, ``analysis.nights``), which the claims read too; the noise from their repeats and from
+        ``history`` (earlier sweeps' repeated runs, ``analysis.noise_history``), which no claim reads."""
         tps_runs, itl_runs = run_values(cells, samples, slo, analysis)
+        tps_runs += [r for r in sequence if r.metric == "qualified_tokens_per_s"]
+        itl_runs += [r for r in sequence if r.metric == "itl"]
         tps_runs += [r for r in history if r.metric == "qualified_tokens_per_s"]
         itl_runs += [r for r in history if r.metric == "itl"]
         tps, itl = RunTable.of(tps_runs), RunTable.of(itl_runs, offset=len(tps_runs))

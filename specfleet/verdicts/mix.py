@@ -61,6 +61,7 @@ from specfleet.verdicts.detection import Detection, detection
 from specfleet.verdicts.evidence import Evidence
 from specfleet.verdicts.kpolicy import KPolicy, KPolicyReport, composed_policy_name
 from specfleet.verdicts.rule import Claim, ClaimKind, ClaimResult, Verdict
+from specfleet.verdicts.sequential import Carried
 from specfleet.verdicts.traffic_mix import CellKey, TrafficMix, cell_token_shares, effective_mix
 
 MIN_CLASSES = 3
@@ -159,9 +160,12 @@ class MixVerdict(RecordModel):
     serving_warning: str | None = Field(
         None, description="Its cells' serving warnings (``Decision.serving_warning``): a failed gate of sampled "
         "decoding that greedy-only traffic leaves out of the verdict, shown on its headline.")
+    carried: Carried | None = Field(
+        None, description="With analysis.nights: the earlier look that decided this verdict, which it keeps "
+        "(None: decided, or left inconclusive, by this sweep).")
     verdict: Verdict = Field(
         "inconclusive", description="adopt, reject or inconclusive (the module's rule), always derived from the "
-        "figures and checks above.")
+        "figures and checks above, or the verdict carried from an earlier look.")
 
     @model_validator(mode="after")
     def _derive_verdict(self) -> "MixVerdict":
@@ -169,6 +173,8 @@ class MixVerdict(RecordModel):
         return self
 
     def _three_way(self) -> Verdict:
+        if self.carried is not None:
+            return self.carried.verdict
         if self.adoptable:
             return "adopt"
         if not any(c.measured for c in self.cells):
@@ -197,7 +203,10 @@ class MixVerdict(RecordModel):
 
     @property
     def adoptable(self) -> bool:
-        """The entry gate and the other gates pass; a verdict short of ``min_coverage`` never is."""
+        """The entry gate and the other gates pass; a verdict short of ``min_coverage`` never is. A verdict
+        an earlier look decided (``carried``) is adoptable when it was adopted there."""
+        if self.carried is not None:
+            return self.carried.verdict == "adopt"
         return self.passed and self.other_gates.passed and self.coverage >= self.min_coverage
 
     @property
@@ -211,8 +220,9 @@ class MixVerdict(RecordModel):
         default = " (default mix: no traffic block)" if self.mix.default else ""
         figures = _figures_line(self.fleet, self.comparisons)
         warning = f"; {self.serving_warning}" if self.serving_warning else ""
-        return (f"{partial}{self.subject} / {self.sampling}: {self.verdict.upper()}, {verdict}: {figures}{default}"
-                f"{warning}")
+        carried = f" ({self.carried.text})" if self.carried is not None else ""
+        return (f"{partial}{self.subject} / {self.sampling}: {self.verdict.upper()}{carried}, {verdict}: {figures}"
+                f"{default}{warning}")
 
 
 def _figures_line(f: MixFigures, comparisons: int | None) -> str:

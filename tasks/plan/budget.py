@@ -68,7 +68,9 @@ def cell_budget(plan: SweepPlan, budget_s: float, started_unix_s: float) -> Cell
                for server in times.arms if server.stage == "closing baseline"
                if (owed := [c for c in server.cells if c in pending])]
     noise = timing.calibration.noise_floor if isinstance(timing, CalibratedTiming) else None
-    order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise)
+    decided = StoredSweep(plan.store.dir, config=plan.config).decided_before()
+    order = cell_order(timing, plan.config, [(work.arm, ident) for work in plan.work for ident, _ in work.cells], noise,
+                       decided)
     reserve_s = stage_wall_s(closing, slots(plan.config)[0]) + timing.after_stages_s()
     measured = (cell.identity for cell in plan.store.cells() if cell.key in complete)
     return CellBudget(deadline_unix_s=started_unix_s + budget_s, reserve_s=reserve_s, twin_s=twin_s,

@@ -21,6 +21,7 @@ from specfleet.gates.engine_findings import EngineCheck, EngineChecks
 from specfleet.gates.scored_set import ScoredSet
 from specfleet.planning.budget import budgeted
 from specfleet.planning.replicas import arm_shares
+from specfleet.verdicts.nights import identity_key
 from specfleet.verdicts.policy_arm import DerivedPolicies, derive_policies, with_policy_arms
 from specfleet_tasks.plan.engine_check import engine_checks
 from specfleet_tasks.plan.fingerprint import compute_fingerprint
@@ -308,4 +309,20 @@ def plan_sweep(config_path: Path, resume: str | None, results_dir: Path, budget:
         plan._add_work(arm, phase, replica, cells, complete)
     if derived is not None:  # a follow-up, or a resumed sweep that derived its policies already
         plan.add_policy_arms(derived)
+    if config.analysis.nights is not None:
+        plan.origin = "; ".join(line for line in (plan.origin, _look_line(plan)) if line)
     return plan
+
+
+def _look_line(plan: SweepPlan) -> str:
+    """Which look of its sequence the sweep is (``analysis.nights``), and which of its pending cells a
+    budget measures last: those whose claims the previous look decided, whose verdicts are kept."""
+    stored = StoredSweep(plan.store.dir, config=plan.config)
+    look = stored.look
+    if look is None:
+        return ""
+    decided = stored.decided_before()
+    last = sum(identity_key(ident) in decided for work in plan.work for ident, _ in work.cells)
+    after = (f"; {last} pending cells of claims look {look.look - 1} decided are measured last (their verdicts are "
+             "kept), the inconclusive claims' first") if look.earlier_sweeps else ""
+    return f"analysis.nights: {look.text}{after}"

@@ -15,6 +15,7 @@ from specfleet.verdicts.cell import Decision
 from specfleet.verdicts.detection import Detection
 from specfleet.verdicts.mix import GateCheck, MixCell, MixFigures, MixVerdict
 from specfleet.verdicts.prompt_class import ClassVerdict
+from specfleet.verdicts.sequential import Look
 from specfleet.verdicts.traffic_mix import TrafficMix
 from specfleet_tasks.report import fmt
 from specfleet_tasks.report.tables import Column, gate_line, markdown_table
@@ -138,6 +139,19 @@ def _undecided(interval: Interval | None, found: Detection | None) -> str:
     mds = f"{found.saving_fraction:+.1%}" if found.saving_fraction is not None else "none in whole replicas"
     return (f"{shown}; minimum detectable saving {mds} (speedup {found.speedup:.3f}x at 80 % power)"
             + (f"; {found.to_decide}" if found.to_decide else ""))
+
+
+def look_lines(look: Look | None, verdicts: Sequence[MixVerdict], decisions: Sequence[Decision]) -> list[str]:
+    """With ``analysis.nights``: which look of its sequence the sweep is, the confidence it decided at,
+    and each verdict it carries from an earlier look, with the sweep that decided it; nothing without."""
+    if look is None:
+        return []
+    pooled = f", over its own runs and those of {len(look.earlier_sweeps)} earlier looks" if look.earlier_sweeps else ""
+    lines = [f"{look.text}{pooled}"]
+    lines += [f"{v.subject} / {v.sampling} at the traffic mix: {v.carried.text}" for v in verdicts if v.carried]
+    lines += [f"{d.slice.arm} {d.slice.prompt_class} {load_label(d.slice.load_mode, d.slice.load_value)} "
+              f"{d.slice.sampling}: {d.carried.text}" for d in decisions if d.carried]
+    return lines
 
 
 def noise_lines(noise: Sequence[RunNoise]) -> list[str]:

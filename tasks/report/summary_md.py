@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from specfleet.report.sweep_report import SweepReport
 from specfleet.verdicts.prompt_class import ClassVerdict
 from specfleet_tasks.report import fmt
-from specfleet_tasks.report.headline import inconclusive_lines, mix_markdown, noise_lines
+from specfleet_tasks.report.headline import inconclusive_lines, look_lines, mix_markdown, noise_lines
 from specfleet_tasks.report.sections import SectionKey, report_sections
 from specfleet_tasks.report.tables import (
     ACCEPTANCE_CAPTION,
@@ -69,7 +69,7 @@ def server_args_lines(report: SweepReport) -> list[str]:
 
 
 BODIES: dict[SectionKey, Body] = {
-    "mix": lambda r: mix_markdown(r.mix),
+    "mix": lambda r: "".join(f"{line}\n\n" for line in look_lines(r.look, r.mix, r.decisions)) + mix_markdown(r.mix),
     "classes": lambda r: class_verdict_table(r.class_verdicts),
     "noise": lambda r: bullets(noise_lines(r.noise)),
     "decisions": lambda r: markdown_table(r.cost_table, COST_COLUMNS),

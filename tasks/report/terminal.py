@@ -11,6 +11,7 @@ from specfleet_tasks.report.headline import (
     grouped_decision_lines,
     grouped_gate_lines,
     inconclusive_lines,
+    look_lines,
     mix_lines,
     noise_lines,
 )
@@ -34,7 +35,8 @@ def _not_measured(report: SweepReport) -> list[str]:
 
 
 LINES: dict[SectionKey, Lines] = {
-    "mix": lambda r: mix_lines(r.mix) or [f"{NA}: no verdict at the traffic mix (see the notes)"],
+    "mix": lambda r: [*look_lines(r.look, r.mix, r.decisions),
+                      *(mix_lines(r.mix) or [f"{NA}: no verdict at the traffic mix (see the notes)"])],
     "classes": lambda r: class_verdict_lines(r.class_verdicts),
     "noise": lambda r: noise_lines(r.noise),
     "decisions": lambda r: [f"{len(r.decisions)} cells, grouped by verdict and reason (each cell's figures: "

@@ -29,9 +29,11 @@ from specfleet.results import CellResult, RequestRecord
 from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
 from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
-from specfleet.verdicts.evidence import earlier_runs
+from specfleet.verdicts.evidence import earlier_runs, sequence_runs
 from specfleet.verdicts.mix import MixVerdict
+from specfleet.verdicts.nights import Nights, SliceKey, settled
 from specfleet.verdicts.policy_arm import DerivedPolicies, with_policy_arms
+from specfleet.verdicts.sequential import Look, next_look
 from specfleet_tasks.store.config import load_sweep_config
 from specfleet_tasks.store.parquet import read_records_parquet
 from specfleet_tasks.store.results import ProbeKind, probe_file
@@ -223,16 +225,65 @@ class StoredSweep:
         return {arm: model.model_validate_json(path.read_text(encoding="utf-8")) for arm, path in paths.items()
                 if path.is_file()}
 
+    def _earlier(self) -> list["StoredSweep"]:
+        """The earlier finished sweeps of the config, newest first."""
+        return [s for s in stored_sweeps(self.dir.parent, self.config.name) if s.id < self.id and s.aggregated]
+
+    @cached_property
+    def look(self) -> Look | None:
+        """Which look of its sequence the sweep is (``analysis.nights``; None without): the one its summary
+        stored, else the one after the newest earlier finished sweep of the same config and fingerprint."""
+        nights = self.config.analysis.nights
+        if nights is None:
+            return None
+        if self.summary is not None:
+            return self.summary.look
+        earlier = self._earlier()
+        previous = earlier[0] if earlier and earlier[0].record.fingerprint == self.record.fingerprint else None
+        return next_look(nights, self.config.analysis.confidence,
+                         None if previous is None else (previous.id, previous.look))
+
+    def nights(self) -> Nights | None:
+        """The sweep as a look of its sequence: the earlier looks' runs of its declared arms (a k policy
+        measured as an arm is derived again each night), and the previous look's verdicts to keep."""
+        look = self.look
+        if look is None:
+            return None
+        config = self.config
+        arms = {p.arm for p in arm_plans(config) if p.policy_of is None}
+        runs: list[RunValue] = []
+        earlier = [StoredSweep(self.dir.parent / sweep_id) for sweep_id in look.earlier_sweeps]
+        for sweep in earlier:
+            records = sweep.usable_records
+            samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
+                       for c in sweep.cells if c.key in records}
+            runs += sequence_runs(sweep.id, sweep.cells, samples, config.slo, config.analysis, arms)
+        previous = earlier[-1].summary if earlier else None
+        if previous is None:
+            return Nights(look, runs)
+        return Nights(look, runs, previous.decisions, previous.mix)
+
+    def decided_before(self) -> set[SliceKey]:
+        """The cells whose claims the previous look of its sequence decided (``analysis.nights``): what a
+        budget measures last. Empty at a sequence's first look and without ``analysis.nights``."""
+        look = self.look
+        if look is None or not look.earlier_sweeps:
+            return set()
+        previous = StoredSweep(self.dir.parent / look.earlier_sweeps[-1]).summary
+        return settled(previous.decisions) if previous is not None else set()
+
     def noise_history(self) -> list[RunValue]:
         """The repeated runs of up to ``analysis.noise_history`` earlier finished sweeps beside this one
         with the same config and fingerprint (models, engine, hardware), newest first: what they say
-        about the run-to-run noise of the same deployment."""
+        about the run-to-run noise of the same deployment. The earlier looks of its sequence
+        (``analysis.nights``) are not among them: their runs are in the sweep's own."""
         config = self.config
         if config.analysis.noise_history == 0:
             return []
         out: list[RunValue] = []
-        earlier = [s for s in stored_sweeps(self.dir.parent, config.name) if s.id < self.id
-                   and s.record.fingerprint == self.record.fingerprint and s.aggregated]
+        sequence = set(self.look.earlier_sweeps) if self.look is not None else set()
+        earlier = [s for s in self._earlier() if s.record.fingerprint == self.record.fingerprint
+                   and s.id not in sequence]
         for sweep in earlier[:config.analysis.noise_history]:
             records = sweep.usable_records
             samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
@@ -247,7 +298,7 @@ class StoredSweep:
         return analyse_sweep(self.config, self.cells if cells is None else cells,
                              self.usable_records if records is None else records, self.probes(),
                              self.quality_answers(), self.engine_checks.findings, self.noise_history(),
-                             self.derived_policies, self._composed_elsewhere())
+                             self.derived_policies, self._composed_elsewhere(), self.nights())
 
     def _composed_elsewhere(self) -> list[MixVerdict] | None:
         """A follow-up's (``--policy-from``) composed policy verdicts, from the sweep that chose them:

@@ -16,7 +16,8 @@ from specfleet.results import CellResult, EnergyReading, RequestRecord
 from specfleet.stats.runs import RunValue
 from specfleet.stats.samples import CellSample
 from specfleet.verdicts.analysis import SweepAnalysis, analyse_sweep
-from specfleet.verdicts.evidence import earlier_runs
+from specfleet.verdicts.evidence import earlier_runs, sequence_runs
+from specfleet.verdicts.nights import Nights
 from tests.support.records import MS, request_record
 
 TOKENS = 48
@@ -112,7 +113,7 @@ class Sweep:
                      slow=slow)
 
     def analyse(self, probes: Mapping[str, EquivalenceProbe] | None = None,
-                history: Sequence[RunValue] = ()) -> SweepAnalysis:
+                history: Sequence[RunValue] = (), nights: Nights | None = None) -> SweepAnalysis:
         arms = [p.arm for p in arm_plans(self.config)]
         greedy = {"p0": [1, 2, 3], "p1": [4, 5, 6]}
         probes = probes if probes is not None else {
@@ -123,12 +124,18 @@ class Sweep:
         quality = {arm: QualityProbe(arm=arm, classes={pc.name: ClassAnswers(source="synthetic", sha256="0" * 64,
                                                                              answers=answers)
                                                        for pc in self.config.prompt_classes}) for arm in arms}
-        return analyse_sweep(self.config, self.cells, self.records, probes, quality, history=history)
+        return analyse_sweep(self.config, self.cells, self.records, probes, quality, history=history, nights=nights)
 
     def repeated_runs(self, sweep_id: str) -> list[RunValue]:
         """This sweep's repeated runs as an earlier sweep's noise history (``analysis.noise_history``)."""
         samples = {c.key: CellSample.from_records(c, self.records[c.key], self.config.slo) for c in self.cells}
         return earlier_runs(sweep_id, self.cells, samples, self.config.slo, self.config.analysis)
+
+    def look_runs(self, sweep_id: str) -> list[RunValue]:
+        """This sweep's runs as an earlier look of a sequence (``analysis.nights``)."""
+        samples = {c.key: CellSample.from_records(c, self.records[c.key], self.config.slo) for c in self.cells}
+        return sequence_runs(sweep_id, self.cells, samples, self.config.slo, self.config.analysis,
+                             {p.arm for p in arm_plans(self.config)})
 
 
 def history(cfg: SweepConfig, base: Callable[[CellIdentity], float], end: Callable[[CellIdentity], float],

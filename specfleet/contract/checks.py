@@ -34,8 +34,9 @@ class NightsSpec(ContractModel):
     """Deciding over nights (``specfleet.verdicts.sequential``): consecutive sweeps of a config as the looks of
     one sequence."""
 
-    looks: int = Field(ge=2, le=30, description="Looks (finished sweeps) one sequence has at most; after the last, "
-                       "a new sequence starts.")
+    looks: int = Field(ge=2, le=10, description="Looks (finished sweeps) one sequence has at most; after the last, "
+                       "a new sequence starts. At most 10: O'Brien-Fleming spending leaves the first of more looks a "
+                       "share of the error rate below what a float confidence can state.")
     spending: Literal["bonferroni", "obrien_fleming"] = Field(
         "obrien_fleming", description="How the error rate is spent over the looks: obrien_fleming (almost nothing "
         "on the first looks, most on the last) or bonferroni (equal shares).")

@@ -3,7 +3,7 @@
 previous look decided, which this look keeps."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from specfleet.contract import CellIdentity
@@ -26,7 +26,7 @@ class Nights:
     look: Look
     runs: Sequence[RunValue] = ()
     decisions: Sequence[Decision] = ()
-    mix: Sequence[MixVerdict] = field(default_factory=list)
+    mix: Sequence[MixVerdict] = ()
 
     def carry_decisions(self, decisions: Sequence[Decision]) -> list[Decision]:
         """Each cell the previous look decided keeps its verdict, whatever this look's interval says."""

@@ -9,7 +9,7 @@ verdicts at the mix and per class) is taken from it and never derived again; onl
 stopped before aggregating is analysed here (``StoredSweep.report``).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -272,18 +272,17 @@ class StoredSweep:
         previous = StoredSweep(self.dir.parent / look.earlier_sweeps[-1]).summary
         return settled(previous.decisions) if previous is not None else set()
 
-    def noise_history(self) -> list[RunValue]:
+    def noise_history(self, without: Collection[str] = ()) -> list[RunValue]:
         """The repeated runs of up to ``analysis.noise_history`` earlier finished sweeps beside this one
         with the same config and fingerprint (models, engine, hardware), newest first: what they say
-        about the run-to-run noise of the same deployment. The earlier looks of its sequence
-        (``analysis.nights``) are not among them: their runs are in the sweep's own."""
+        about the run-to-run noise of the same deployment. ``without``: sweeps left out (the earlier
+        looks of its sequence, ``analysis.nights``, whose runs are in the sweep's own)."""
         config = self.config
         if config.analysis.noise_history == 0:
             return []
         out: list[RunValue] = []
-        sequence = set(self.look.earlier_sweeps) if self.look is not None else set()
         earlier = [s for s in self._earlier() if s.record.fingerprint == self.record.fingerprint
-                   and s.id not in sequence]
+                   and s.id not in without]
         for sweep in earlier[:config.analysis.noise_history]:
             records = sweep.usable_records
             samples = {c.key: CellSample.from_records(c, records[c.key], config.slo)
@@ -297,7 +296,8 @@ class StoredSweep:
         aggregate step does once, and the report only for a sweep that wrote no summary."""
         return analyse_sweep(self.config, self.cells if cells is None else cells,
                              self.usable_records if records is None else records, self.probes(),
-                             self.quality_answers(), self.engine_checks.findings, self.noise_history(),
+                             self.quality_answers(), self.engine_checks.findings,
+                             self.noise_history(self.look.earlier_sweeps if self.look is not None else ()),
                              self.derived_policies, self._composed_elsewhere(), self.nights())
 
     def _composed_elsewhere(self) -> list[MixVerdict] | None:

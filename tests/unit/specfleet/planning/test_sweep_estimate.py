@@ -177,3 +177,8 @@ def test_cells_near_break_even_and_in_the_mix_come_first() -> None:
     spec = [c for c in ordered if c.k is not None]
     in_mix = [c for c in spec if c.load_value in (1.0, 4.0, 8.0)]
     assert all(c.k == 4 for c in in_mix[:9]) and all(c.k != 4 for c in in_mix[9:])
+    # analysis.nights: the claims the previous look decided come after every undecided one, baseline first still
+    decided = {(c.arm, c.prompt_class, c.load_mode, c.load_value, c.sampling) for c in spec if c.k == 4}
+    nights = cell_order(ByK(), config, cells, noise_floor=0.05, decided=decided)
+    assert nights[:len(ordered) - len(spec)] == ordered[:len(ordered) - len(spec)]
+    assert [c.k == 4 for c in nights if c.k is not None] == sorted(c.k == 4 for c in spec)

@@ -7,7 +7,7 @@ import pytest
 
 from specfleet.errors import InputError
 from specfleet.gates.quality import ClassAnswers, QualityProbe, item_answers
-from specfleet.report.sweep_report import SweepReport, run_status
+from specfleet.report.sweep_report import REPORT_FILE, SweepReport, run_status
 from specfleet.verdicts.table import DecisionRow
 from specfleet_cli.render import print_sweep_summary
 from specfleet_tasks.analysis.summary import aggregate
@@ -15,6 +15,7 @@ from specfleet_tasks.plan.sweep_plan import SWEEP_FILE, SweepPlan, plan_sweep
 from specfleet_tasks.report.summary_md import summary_markdown
 from specfleet_tasks.report.tables import COST_COLUMNS, markdown_table
 from specfleet_tasks.store.results import ResultsStore
+from specfleet_tasks.store.sweep import StoredSweep
 from tests.support.sweep_data import records, store_cell, write_config
 
 
@@ -225,3 +226,50 @@ def test_a_scheduled_first_night_with_continue_starts_the_first_sweep(tmp_path: 
     assert plan.origin == f"--continue: no earlier sweep of config 'unit-sweep' under {results}; starting the first"
     with pytest.raises(InputError, match="--continue and --resume"):
         plan_sweep(tmp_path / "sweep.yaml", plan.sweep_id, results, "7h", continue_sweep=True)
+
+
+def test_continued_nights_are_the_looks_of_one_sequence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """With analysis.nights, each finished night continued is the next look: it says so in its plan,
+    summary and terminal, pools the earlier look's runs, keeps its decided verdicts (naming the sweep),
+    and measures their cells last; after the last look a new sequence starts."""
+    path = write_config(tmp_path)
+    path.write_text(path.read_text().replace("analysis: {bootstrap_resamples: 200}", "analysis: {bootstrap_resamples: "
+                                             "200, nights: {looks: 2, spending: bonferroni}}"))
+    ids = iter(f"unit-sweep-2026010{n}T000000Z-aaaa" for n in range(1, 4))
+    monkeypatch.setattr("specfleet_tasks.plan.sweep_plan.new_sweep_id", lambda name: next(ids))
+    results = tmp_path / "results"
+
+    def night() -> tuple[SweepPlan, SweepReport]:
+        plan = plan_sweep(path, None, results, "7h", continue_sweep=True)
+        _measure(plan, {"baseline", "draft-k2"})
+        _measure(plan, {"baseline"}, phase="baseline_end")
+        _probe(plan, "baseline", [1, 2], repeat=True)
+        _probe(plan, "draft-k2", [1, 3])  # the greedy gate fails: a reject, whatever the runs say
+        summary = aggregate(plan, [])
+        plan.store.write_json(REPORT_FILE, summary)
+        return plan, summary
+
+    plan, first = night()
+    assert plan.origin is not None and plan.origin.endswith(
+        "; analysis.nights: look 1 of 2 (bonferroni spending), decided at confidence 0.975")
+    assert first.look is not None and (first.look.look, first.look.confidence) == (1, 0.975)
+    [decision] = first.decisions
+    assert decision.verdict == "reject" and decision.carried is None
+    plan, second = night()
+    assert plan.origin is not None and plan.origin.endswith(
+        "look 2 of 2 (bonferroni spending), decided at confidence 0.975; 1 pending cells of claims look 1 decided "
+        "are measured last (their verdicts are kept), the inconclusive claims' first")
+    assert StoredSweep(plan.store.dir, config=plan.config).decided_before() == {
+        ("draft-k2", "code", "concurrency", 1.0, "greedy")}
+    assert second.look is not None and second.look.earlier_sweeps == ["unit-sweep-20260101T000000Z-aaaa"]
+    [decision] = second.decisions
+    assert decision.carried is not None and decision.carried.sweep == "unit-sweep-20260101T000000Z-aaaa"
+    assert decision.comparison is not None and decision.comparison.baseline_runs == 4  # both nights' runs
+    print_sweep_summary(second, "sqlite:///mlflow.db")
+    printed = capsys.readouterr().out
+    assert "look 2 of 2 (bonferroni spending), decided at confidence 0.975, over its own runs and those of 1 " \
+           "earlier looks" in printed
+    assert "draft-k2 code c1 greedy: reject carried from look 1 (sweep unit-sweep-20260101T000000Z-aaaa)" in printed
+    plan, third = night()
+    assert third.look is not None and (third.look.look, third.look.earlier_sweeps) == (1, [])

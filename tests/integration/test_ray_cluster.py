@@ -132,7 +132,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("ray")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
         "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "120",  # a driver's client server starts slowly on 2 busy cores
+        # How long the head waits for a driver's client server (Ray's default). Those that start took
+        # 1-3 s at a load average of 9-11 here; one whose process dies at once (the head forks it beside
+        # gRPC's threads) is waited out for this long before the driver's retry (`ray_session`), which
+        # at 120 s held the lost-node sweep two minutes.
+        "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "30",
         # Declare a lost node dead within seconds, not the default tens of seconds.
         "RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
         "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3",

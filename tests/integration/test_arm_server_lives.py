@@ -4,7 +4,9 @@ own cell measured again, stores every cell with the server life that measured it
 each of the arm's cells once, its check cell pooled with the cell it repeats.
 
 What is checked is the orchestration of server lives, so the arms run on the stand-in engine
-(``tasks/engine/standin.py``); the sweep uses Prefect's embedded server, as ``make demo`` does."""
+(``tasks/engine/standin.py``); the sweep reports to the session's Prefect server (the embedded one
+that ``make demo`` starts costs each CLI process about 10 s, and its path is the sweep's whose
+servers never start, in ``test_sweep_faults.py``)."""
 
 import json
 import os
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.services import PrefectServer
 from tests.integration.sweep_configs import BASELINE_ARM, NGRAM_ARM, standin_env, tiny_sweep_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -22,11 +25,11 @@ LIVES = 2
 
 
 def test_an_arm_on_two_server_lives_measures_each_cell_once_plus_a_check_and_decides_each_once(
-        tmp_path: Path, fixture_models: dict[str, str]) -> None:
+        tmp_path: Path, fixture_models: dict[str, str], prefect_api: PrefectServer) -> None:
     config = tiny_sweep_config(tmp_path / "lives.yaml", "it-arm-lives", [BASELINE_ARM, NGRAM_ARM],
                                concurrency=[1, 2], analysis={"bootstrap_resamples": 200, "arm_server_lives": LIVES})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_", "RAY_"))}
-    env |= {"PREFECT_HOME": str(tmp_path / "prefect-home"), **standin_env(step_ms=20.0)}
+    env |= {k: v for k, v in prefect_api.env.items() if k.startswith("PREFECT_")} | standin_env(step_ms=20.0)
     results = tmp_path / "results"
     done = subprocess.run([sys.executable, "-c", "from specfleet_cli.main import entry; entry()", "sweep",
                            str(config), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",

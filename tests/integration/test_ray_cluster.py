@@ -9,9 +9,9 @@ resource request (`arm_resources`) and result shape (parsed by the sweep's `arm_
 real sweep (the CLI) runs on the cluster, its arms on the stand-in engine (`tasks/engine/standin.py`:
 what is checked is Ray's and the sweep's, not what vLLM measures; the nodes and the sweep inherit
 its selection): its first arm is steered to node B (the head's arm slot is held), node B is
-killed while that arm's server is serving (a cell of 8 requests of 16 tokens in 100 ms steps:
-about 13 s, against the 0.3 s poll that sees its first request done), and the sweep finishes
-with the arm retried on the head.
+killed while that arm's server is serving (a cell of 4 requests of 16 tokens in 100 ms steps:
+about 6.4 s, of which 4.8 s are left after the first request, against the 0.3 s poll that sees
+it done), and the sweep finishes with the arm retried on the head.
 
 Loopback only: Ray maps 127.0.0.1 to the machine's outward address, so the nodes
 advertise 127.0.0.2 and 127.0.0.3 (both loopback)."""
@@ -48,6 +48,12 @@ ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).parent / "ray")
 HEAD_IP, NODE_B_IP = "127.0.0.2", "127.0.0.3"
 START_TIMEOUT_S = 120.0
+TEARDOWN_GRACE_S = 3.0
+"""How long the cluster's processes get to end on SIGTERM at the end of the module before SIGKILL: one
+of the head's ignores SIGTERM (every teardown waited out the whole 15 s default, 16.5 s in all), and a
+test cluster holds nothing a graceful stop would keep."""
+SWEEP_REQUESTS = 4
+"""Requests per cell of the lost-node sweep: each of its three cells lasts about 6.4 s on the stand-in."""
 
 
 @dataclass
@@ -126,7 +132,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("ray")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
         "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "120",  # a driver's client server starts slowly on 2 busy cores
+        # How long the head waits for a driver's client server (Ray's default). Those that start took
+        # 1-3 s at a load average of 9-11 here; one whose process dies at once (the head forks it beside
+        # gRPC's threads) is waited out for this long before the driver's retry (`ray_session`), which
+        # at 120 s held the lost-node sweep two minutes.
+        "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "30",
         # Declare a lost node dead within seconds, not the default tens of seconds.
         "RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
         "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3",
@@ -147,7 +157,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             ray.shutdown()
         for node in (made.node_b, made.head):
             if node is not None:
-                node.stop()
+                node.stop(grace_s=TEARDOWN_GRACE_S)
 
 
 @pytest.fixture
@@ -276,7 +286,7 @@ def test_a_sweep_finishes_after_its_worker_node_is_lost(
         time.sleep(0.2)
 
     config = tiny_sweep_config(tmp_path / "lost-node.yaml", "it-lost-node", [BASELINE_ARM, NGRAM_ARM],
-                               requests=8)
+                               requests=SWEEP_REQUESTS)
     env = cluster.env | {"RAY_ADDRESS": cluster.client_address, "PREFECT_HOME": str(tmp_path / "prefect-home"),
                          "PREFECT_API_URL": prefect_api.api_url}
     log = tmp_path / "sweep.log"
@@ -307,5 +317,5 @@ def test_a_sweep_finishes_after_its_worker_node_is_lost(
     summary = json.loads((results / "summary.json").read_text())
     cells = [json.loads(p.read_text()) for p in (results / "cells").glob("*.json")]
     assert summary["cells_complete"] == len(cells) == 3  # the baseline at the start and the end, ngram k=3
-    assert all(cell["status"] == "ok" and cell["completed"] == 8 for cell in cells)
+    assert all(cell["status"] == "ok" and cell["completed"] == SWEEP_REQUESTS for cell in cells)
     assert all(cell["engine_version"].endswith("+standin") for cell in cells)  # labelled, never taken for vLLM

@@ -47,7 +47,7 @@ from specfleet_tasks.plan.prompt_sets import bundled_dir, resolve_prompts
 from specfleet_tasks.store.parquet import read_records_parquet
 from specfleet_tasks.store.results import ResultsStore
 
-TWO_REPLICAS = "canary: two replicas measured at once; energy is not attributable to either"
+TWO_REPLICAS = "canary: replicas measured at once; energy is not attributable to any one of them"
 
 
 def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, context: SweepContext, replica: str,

@@ -47,7 +47,7 @@ from specfleet_tasks.plan.prompt_sets import bundled_dir, resolve_prompts
 from specfleet_tasks.store.parquet import read_records_parquet
 from specfleet_tasks.store.results import ResultsStore
 
-TWO_REPLICAS = "canary: replicas measured at once; energy is not attributable to any one of them"
+SIDE_BY_SIDE = "canary: replicas measured at once; energy is not attributable to any one of them"
 
 
 def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, context: SweepContext, replica: str,
@@ -62,7 +62,7 @@ def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, co
 
 async def _side_by_side(replicas: Sequence[ServerEndpoint], plans: Sequence[CellPlan],
                         store: ResultsStore) -> list[CellResult]:
-    cells = await asyncio.gather(*(measure_cell(endpoint, plan, EnergyWindow(None, TWO_REPLICAS), store)
+    cells = await asyncio.gather(*(measure_cell(endpoint, plan, EnergyWindow(None, SIDE_BY_SIDE), store)
                                    for endpoint, plan in zip(replicas, plans, strict=True)))
     return list(cells)
 

@@ -371,7 +371,7 @@ def simulate_canary(noise: RealNoise, demo: Shape, with_from: bool, rng: np.rand
             replicas.append(CellSample(cell=cell, qualified_tokens=s.qualified_tokens, durations_s=s.durations_s,
                                        ttft_ms=np.full(len(s.ttft_ms), 1.0),
                                        itl_ms=tuple(gaps * scale for gaps in s.itl_ms)))
-        classes.append(PairedClass(pc, *replicas))
+        classes.append(PairedClass(pc, replicas[0], replicas[1]))
     measured: dict[Metric, RunNoise]
     noise_runs: list[RunValue]
     if with_from:  # the --from sweep's repeated runs and its noise history, as sweep_context reads them

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from specfleet.contract.durations import duration_flag, format_duration
+from specfleet.production.replica_age import DEFAULT_MAX_AGE_GAP_S
 from specfleet_cli.errors import ExitCode, check_load_flags, exit_on_error
 
 
@@ -40,6 +42,12 @@ def canary(
         "results"),
     tracking_uri: Annotated[str | None, typer.Option(
         help="MLflow tracking URI (default: MLFLOW_TRACKING_URI).")] = None,
+    baseline_twin: Annotated[str | None, typer.Option(
+        help="Base URL of a freshly started replica configured as the baseline: the candidate is compared with "
+        "it (like age), and the baseline against it is the age difference, measured.")] = None,
+    max_age_gap: Annotated[str, typer.Option(
+        help="Replicas this close in age (30s, 30m, 2h, 1d) are taken as alike: further apart, or of unknown age, "
+        "throughput and ITL can neither promote nor roll back.")] = format_duration(DEFAULT_MAX_AGE_GAP_S),
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Compare a speculative replica with a baseline replica per prompt class: promote, hold or rollback."""
@@ -48,11 +56,13 @@ def canary(
 
     with exit_on_error():
         check_load_flags(concurrency, rate)
+        max_age_gap_s = duration_flag("--max-age-gap", max_age_gap)
         run = run_and_publish(baseline, candidate, prompts, CanaryLoad(concurrency, rate, requests, warmup, max_tokens,
                                                                       temperature), results_dir,
                               model=model, api_key=os.environ.get(api_key_env) if api_key_env else None,
                               from_sweep=from_sweep, arm=arm, slo_ttft_ms=slo_ttft_ms, slo_itl_ms=slo_itl_ms,
-                              ca_bundle=ca_bundle, insecure=insecure, tracking=tracking_uri)
+                              ca_bundle=ca_bundle, insecure=insecure, tracking=tracking_uri,
+                              baseline_twin=baseline_twin, max_age_gap_s=max_age_gap_s)
     for note in run.notes:
         print(f"note: {note}", file=sys.stderr)
     if as_json:

@@ -8,6 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from specfleet.contract.durations import format_duration
 from specfleet.contract.matrix import load_label
 from specfleet.perfmodel.prediction import PREDICTED_LABEL
 from specfleet_tasks.report.fmt import NA, speedup_range
@@ -262,9 +263,18 @@ def print_canary(result: "CanaryResult", canary_dir: "Path") -> None:
             _speedup(compared.itl_speedup if compared else None),
             _fmt(compared.candidate_ttft_ms if compared else None),
             NA if quality is None else f"{quality.estimate:+.3f}",
-            "; ".join([*why_not, *c.findings]) or "within the noise")
+            "; ".join([*why_not, *c.findings, *(f"not covered: {f}" for f in c.not_covered_findings)])
+            or "within the noise")
     console.print(table)
     console.print(f"verdict: {result.verdict}{kind}: {result.reason}", markup=False, highlight=False)
+    ages = ", ".join(age.describe() for age in result.age.ages)
+    covered = "covered" if result.age.covered else "not covered"
+    console.print(f"ages: {ages} ({covered}: --max-age-gap {format_duration(int(result.age.max_age_gap_s))})",
+                  markup=False, highlight=False)
+    for c in result.classes:
+        if c.age_difference is not None:
+            console.print(f"age difference on {c.prompt_class}: {c.age_difference.finding}", markup=False,
+                          highlight=False)
     corrected = f" (intervals corrected for {result.comparisons} comparisons)" if result.comparisons else ""
     console.print(f"noise: {result.noise_source}{corrected}", markup=False, highlight=False)
     if result.rollback_server_args is not None:

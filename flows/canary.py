@@ -22,10 +22,13 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.events import emit_event
 
+from specfleet.contract.durations import duration_flag, format_duration
 from specfleet.contract.matrix import load_label
 from specfleet.errors import InputError
 from specfleet.production.canary import VERDICT_EVENT, CanaryResult
+from specfleet.production.replica_age import DEFAULT_MAX_AGE_GAP_S, age_coverage
 from specfleet_flows.sweep import DEFAULT_RESULTS_DIR
+from specfleet_tasks.canary.ages import read_ages
 from specfleet_tasks.canary.context import CanaryLoad, canary_setup, publish
 from specfleet_tasks.canary.run import run_canary
 from specfleet_tasks.store.results import atomic_write_text
@@ -60,19 +63,22 @@ def run_and_publish(baseline: str, candidate: str, prompts: Sequence[str], load:
                     model: str | None = None, api_key: str | None = None, from_sweep: str | None = None,
                     arm: str | None = None, slo_ttft_ms: float | None = None, slo_itl_ms: float | None = None,
                     ca_bundle: Path | None = None, insecure: bool = False,
-                    tracking: str | None = None) -> CanaryRun:
+                    tracking: str | None = None, baseline_twin: str | None = None,
+                    max_age_gap_s: float = DEFAULT_MAX_AGE_GAP_S) -> CanaryRun:
     """The canary, written once for ``specfleet canary`` and ``canary_probe_flow``: check the
-    replicas and the sweep (bad input: ``InputError`` before anything is sent), measure both
-    replicas per class, store the verdict, log it to MLflow and, on ``rollback``, emit the event.
-    The MLflow params name the replicas by their URLs without credentials."""
+    replicas and the sweep (bad input: ``InputError`` before anything is sent), read the replicas'
+    ages, measure them per class, store the verdict, log it to MLflow and, on ``rollback``, emit
+    the event. The MLflow params name the replicas by their URLs without credentials."""
     replicas, context = canary_setup(baseline, candidate, model, api_key, prompts, load, from_sweep, arm,
-                                     results_dir, slo_ttft_ms, slo_itl_ms, ca_bundle, insecure)
+                                     results_dir, slo_ttft_ms, slo_itl_ms, ca_bundle, insecure, baseline_twin)
     notes = [*context.notes, *(["TLS certificates were not verified (--insecure)"] if insecure else [])]
-    result, canary_dir = run_canary(replicas, prompts, load, context, results_dir)
+    age = age_coverage(read_ages(replicas), max_age_gap_s)
+    result, canary_dir = run_canary(replicas, prompts, load, context, results_dir, age)
     mode, value = ("concurrency", load.concurrency) if load.concurrency is not None else ("rate", load.rate)
-    params = {"baseline": replicas[0].base_url, "candidate": replicas[1].base_url, "prompts": ",".join(prompts),
-              "requests": str(load.requests), "load": load_label(mode, float(value or 0))}
-    tls = next((r.tls_verification for r in replicas if r.tls_verification), None)
+    params = {"baseline": replicas["baseline"].base_url, "candidate": replicas["candidate"].base_url,
+              "prompts": ",".join(prompts), "requests": str(load.requests), "load": load_label(mode, float(value or 0)),
+              **({"baseline_twin": replicas["twin"].base_url} if "twin" in replicas else {})}
+    tls = next((r.tls_verification for r in replicas.values() if r.tls_verification), None)
     if tls is not None:
         params["tls_verification"] = tls
     notes += [*publish(result, canary_dir, context.experiment, tracking, params), *emit_rollback(result, canary_dir)]
@@ -82,18 +88,22 @@ def run_and_publish(baseline: str, candidate: str, prompts: Sequence[str], load:
 @flow(name="specfleet-canary-probe")
 def canary_probe_flow(prompts: list[str], baseline_url: str | None = None, candidate_url: str | None = None,
                       concurrency: int = 1, requests: int = 16, max_tokens: int = 64,
-                      from_sweep: str | None = None, results_dir: str = DEFAULT_RESULTS_DIR) -> CanaryResult:
+                      from_sweep: str | None = None, results_dir: str = DEFAULT_RESULTS_DIR,
+                      baseline_twin_url: str | None = None,
+                      max_age_gap: str = format_duration(DEFAULT_MAX_AGE_GAP_S)) -> CanaryResult:
     """A canary of ``requests`` per class; the replicas' URLs default to the worker's
     ``SPECFLEET_CANARY_BASELINE_URL`` and ``SPECFLEET_CANARY_CANDIDATE_URL``. Credentials in a URL
     become its Authorization header and stay out of MLflow, but Prefect stores a flow run's
-    parameters: a URL with credentials belongs in those variables, not in ``baseline_url``."""
+    parameters: a URL with credentials belongs in those variables, not in ``baseline_url``.
+    ``baseline_twin_url`` and ``max_age_gap`` are ``--baseline-twin`` and ``--max-age-gap``."""
     baseline = baseline_url or os.environ.get(BASELINE_URL_ENV)
     candidate = candidate_url or os.environ.get(CANDIDATE_URL_ENV)
     if not baseline or not candidate:
         raise InputError(f"canary probe: set baseline_url and candidate_url, or {BASELINE_URL_ENV} and "
                          f"{CANDIDATE_URL_ENV} on the worker")
     load = CanaryLoad(concurrency, None, requests, 2, max_tokens, 0.0)
-    run = run_and_publish(baseline, candidate, prompts, load, Path(results_dir), from_sweep=from_sweep)
+    run = run_and_publish(baseline, candidate, prompts, load, Path(results_dir), from_sweep=from_sweep,
+                          baseline_twin=baseline_twin_url, max_age_gap_s=duration_flag("max_age_gap", max_age_gap))
     result = run.result
     logger = get_run_logger()
     for c in result.classes:

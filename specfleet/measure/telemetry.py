@@ -108,3 +108,13 @@ def _float(raw: str | None) -> float | None:
 def _int(raw: str | None) -> int | None:
     value = _float(raw)
     return int(value) if value is not None else None
+
+
+PROCESS_START = "process_start_time_seconds"
+"""Prometheus's process collector: the server process's start, Unix seconds."""
+
+
+def process_start_time_s(text: str) -> float | None:
+    """The server process's start from a ``/metrics`` body, or None when it exposes none (vLLM
+    with several API servers: Prometheus's multiprocess mode has no process collector)."""
+    return next((value for name, _, value in _samples(text) if name == PROCESS_START), None)

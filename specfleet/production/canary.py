@@ -24,6 +24,14 @@ the claims can be made.
   promote whatever more it measures (a class without a scored set, the candidate's own cell not
   usable), else ``inconclusive`` (within the noise, no noise estimate, the baseline's cell not
   usable): a longer or repeated canary could decide it.
+
+Like with like (``specfleet.production.replica_age``): the sweep's noise covers servers of like
+age. Where the candidate and the replica it is compared with differ in age by more than
+``--max-age-gap``, or an age cannot be read, the throughput, ITL and SLO findings are shown
+(``not_covered_findings``) but neither promote nor roll back: ``hold`` (inconclusive) saying so.
+Quality and tokens per step against the break-even do not depend on server speed: they still
+roll back. With a fresh baseline twin (``--baseline-twin``) the candidate is compared with the
+twin, and each class's ``age_difference`` is the long-running baseline against the twin.
 """
 
 from collections.abc import Mapping, Sequence
@@ -35,8 +43,9 @@ from pydantic import Field, model_validator
 from specfleet.contract.base import RecordModel
 from specfleet.contract.checks import AnalysisSpec
 from specfleet.contract.workload import SLOSpec
+from specfleet.production.replica_age import AgeCoverage, Replica
 from specfleet.results.cell import CellStatus
-from specfleet.stats.bootstrap import speedup_text
+from specfleet.stats.bootstrap import Interval, speedup_text
 from specfleet.stats.quality import QualityResult
 from specfleet.stats.runs import ConfigKey, Metric, RunValue, percentile_run, rate_run
 from specfleet.stats.samples import CellSample
@@ -46,7 +55,6 @@ from specfleet.verdicts.rule import Claim, ClaimResult, Family
 
 Verdict = Literal["promote", "hold", "rollback"]
 HoldKind = Literal["reject", "inconclusive"]
-Replica = Literal["baseline", "candidate"]
 REPLICAS: tuple[Replica, Replica] = ("baseline", "candidate")
 VERDICT_EVENT = "specfleet.rollback.recommended"
 """The Prefect event a ``rollback`` verdict emits (``infra/prefect/prefect.yaml`` automates on it)."""
@@ -78,11 +86,23 @@ class UnusableCell(RecordModel):
         return AcceptanceFigure(value=None, source="none", requests=0, note=f"not compared: {self.describe()}")
 
 
+class AgeDifference(RecordModel):
+    """One class's long-running baseline against the fresh twin beside it: the age difference, measured."""
+
+    qualified_tps_speedup: Interval | None = Field(
+        description="The twin's SLO-qualified tokens/s over the baseline's, corrected over these claims.")
+    itl_speedup: Interval | None = Field(
+        description="The baseline's ITL over the twin's (above 1: the twin is faster), corrected likewise.")
+    finding: str
+
+
 class ClassComparison(RecordModel):
     prompt_class: str
     comparison: Comparison | None = Field(
-        description="None when the class could not be compared (``not_compared`` says why).")
-    baseline_acceptance: AcceptanceFigure
+        description="The candidate against the reference replica (the twin where one was measured, else the "
+        "baseline: its figures are the comparison's baseline_*); None when the class could not be compared "
+        "(``not_compared`` says why).")
+    baseline_acceptance: AcceptanceFigure = Field(description="The reference replica's.")
     candidate_acceptance: AcceptanceFigure
     candidate_tokens_per_step: float | None = Field(
         description="The client's estimate over all engine steps (vLLM's per-request figure counts only "
@@ -104,6 +124,12 @@ class ClassComparison(RecordModel):
         default_factory=list, description="The replicas' cells on this class that are not usable.")
     quality_note: str | None = Field(None, description="Why ``quality`` is None although the class has a scored set.")
     scored: bool = Field(True, description="The class has a scored set: without one it cannot promote.")
+    not_covered_findings: list[str] = Field(
+        default_factory=list, description="What the throughput, ITL and SLO comparisons found where the replicas' "
+        "ages are not covered (``age.covered`` false): shown, not acted on.")
+    age_difference: AgeDifference | None = Field(
+        None, description="With a twin: the long-running baseline against it on this class; None without one, "
+        "or with the reason in ``finding`` where a cell was not usable.")
 
     @model_validator(mode="after")
     def _compared_or_why_not(self) -> "ClassComparison":
@@ -126,6 +152,7 @@ class CanaryResult(RecordModel):
         description="The speculation-off server arguments the sweep stored for the same target: what a "
         "rollback deploys.")
     classes: list[ClassComparison]
+    age: AgeCoverage = Field(description="The replicas' ages and whether the throughput and ITL claims are covered.")
     hold: HoldKind | None = Field(
         None, description="A hold's kind, derived from the classes: reject (cannot promote whatever more is "
         "measured: a class without a scored set, the candidate's cell not usable) or inconclusive (more "
@@ -144,6 +171,9 @@ class PairedClass:
     name: str
     baseline: CellSample
     candidate: CellSample
+    sides: tuple[Replica, Replica] = REPLICAS
+    """Which replicas ``baseline`` and ``candidate`` are: the twin against the candidate, or the
+    baseline against the twin for the age difference."""
 
     @property
     def replicas(self) -> tuple[CellSample, CellSample]:
@@ -175,7 +205,7 @@ def _class_claims(family: Family, paired: PairedClass, slo: SLOSpec) -> dict[str
         at = len(family.runs)
         family.runs = [*family.runs, *(RunValue(metric, f"{replica} / {paired.name}", f"canary-{replica}", config,
                                                 f"canary:{replica}", value.log_value)
-                                       for replica, value in zip(REPLICAS, values, strict=True) if value)]
+                                       for replica, value in zip(paired.sides, values, strict=True) if value)]
         log = values[1].log_value - values[0].log_value
         for key, sign in zip(names, (1.0, -1.0), strict=True):
             claims[key] = family.add(Claim(f"canary:{paired.name}:{key}", "canary", sign * log,
@@ -219,8 +249,9 @@ class ClassClaims:
 def compare_class(prompt_class: str, comparison: Comparison, claims: ClassClaims,
                   baseline_acceptance: AcceptanceFigure, candidate_acceptance: AcceptanceFigure,
                   candidate_tokens_per_step: float | None, break_even_acceptance: float | None,
-                  quality: QualityResult | None, scored: bool) -> ClassComparison:
-    """One class's findings: worse or better as the one rule decides them."""
+                  quality: QualityResult | None, scored: bool, covered: bool = True) -> ClassComparison:
+    """One class's findings: worse or better as the one rule decides them. Where the replicas' ages
+    are not covered, what the speed comparisons found is kept apart and counts for nothing."""
     worse: list[str] = []
     better: list[str] = []
     if claims.slower is not None and claims.slower.adopted:
@@ -234,12 +265,16 @@ def compare_class(prompt_class: str, comparison: Comparison, claims: ClassClaims
                      f"{comparison.baseline_itl_ms:.1f} ms, slower beyond the noise ({_level(claims.itl_slower)})")
     if comparison.baseline_slo_holds and not comparison.candidate_slo_holds:
         worse.append("misses the SLO where the baseline meets it")
+    speed = [] if covered else [*worse, *better]
+    if not covered:
+        worse, better = [], []
     worse.extend(_apart_findings(quality, candidate_tokens_per_step, break_even_acceptance))
     return ClassComparison(
         prompt_class=prompt_class, comparison=comparison, baseline_acceptance=baseline_acceptance,
         candidate_acceptance=candidate_acceptance, candidate_tokens_per_step=candidate_tokens_per_step,
         break_even_acceptance=break_even_acceptance, quality=quality,
-        findings=worse or better, worse=bool(worse), better=bool(better) and not worse, scored=scored)
+        findings=worse or better, worse=bool(worse), better=bool(better) and not worse, scored=scored,
+        not_covered_findings=speed)
 
 
 def _ratio(result: ClaimResult | None) -> str:
@@ -281,19 +316,27 @@ def _apart_findings(quality: QualityResult | None, per_step: float | None, break
     return worse
 
 
-def canary_verdict(classes: Sequence[ClassComparison], noise_estimated: bool) -> tuple[Verdict, str]:
+def canary_verdict(classes: Sequence[ClassComparison], noise_estimated: bool,
+                   not_covered: str | None = None) -> tuple[Verdict, str]:
     """``rollback`` if any class is worse, ``promote`` if every class is compared, better and passed
-    its scored set (which needs a noise estimate), else ``hold`` naming what kept it from promoting."""
+    its scored set (which needs a noise estimate), else ``hold`` naming what kept it from promoting.
+    ``not_covered``: why the replicas' ages leave the throughput and ITL claims uncovered (their
+    findings are then kept out of ``worse`` and ``better`` by ``compare_class``)."""
     worse = [c for c in classes if c.worse]
     uncompared = "; ".join(f"{c.prompt_class} could not be compared ({c.not_compared})"
                            for c in classes if c.not_compared)
     if worse:
         found = "; ".join(f"{c.prompt_class}: {', '.join(c.findings)}" for c in worse)
+        if not_covered:
+            found += (" (quality and tokens per step do not depend on server speed: they roll back whatever "
+                      f"the servers' ages); throughput and ITL not covered: {not_covered}")
         return "rollback", f"{found}; {uncompared}" if uncompared else found
     unscored = [c.prompt_class for c in classes if not c.scored or c.quality is None]
     if classes and all(c.better for c in classes) and not unscored:
         return "promote", "; ".join(f"{c.prompt_class}: {', '.join(c.findings)}" for c in classes)
     why = []
+    if not_covered:
+        why.append(f"{not_covered}: nothing is promoted or rolled back on throughput or ITL")
     if not noise_estimated:
         why.append("no noise estimate (no --from sweep): nothing is beyond the noise, so nothing is promoted "
                    "or rolled back on throughput or ITL")
@@ -302,10 +345,30 @@ def canary_verdict(classes: Sequence[ClassComparison], noise_estimated: bool) ->
     if unscored:
         why.append(f"no scored set answered for {', '.join(unscored)}: a class without one cannot promote")
     within = [c.prompt_class for c in classes if not c.better and c.not_compared is None]
-    if within and noise_estimated:
+    if within and noise_estimated and not not_covered:
         why.append(f"within the noise on {', '.join(within)}")
-    return "hold", "; ".join(why) + ("" if uncompared or unscored or not noise_estimated else
+    return "hold", "; ".join(why) + ("" if uncompared or unscored or not noise_estimated or not_covered else
                                      ": no class worse, not every class better")
+
+
+def age_difference(results: Mapping[str, ClaimResult] | None, claims: Mapping[str, Claim] | None,
+                   why_not: str | None = None) -> AgeDifference:
+    """The long-running baseline against the twin on one class (the claims of the pair baseline,
+    twin, decided in a family of their own: ``faster`` is the twin over the baseline), or why it
+    was not measured."""
+    if results is None or claims is None:
+        return AgeDifference(qualified_tps_speedup=None, itl_speedup=None, finding=f"not measured: {why_not}")
+    faster, slower, itl = (results.get(claims[key].key) if key in claims else None
+                           for key in ("faster", "slower", "itl_faster"))
+    figure = f"the fresh twin serves {_ratio(faster)} the long-running baseline's SLO-qualified tokens/s"
+    if faster is not None and faster.adopted:
+        finding = f"{figure}: faster, beyond the noise"
+    elif slower is not None and slower.adopted:
+        finding = f"{figure}: slower, beyond the noise"
+    else:
+        finding = f"{figure}: within the noise"
+    return AgeDifference(qualified_tps_speedup=None if faster is None else faster.corrected,
+                         itl_speedup=None if itl is None else itl.corrected, finding=finding)
 
 
 def hold_kind(classes: Sequence[ClassComparison]) -> HoldKind:

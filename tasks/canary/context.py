@@ -11,6 +11,7 @@ from specfleet.contract.matrix import arm_plans
 from specfleet.contract.workload import LoadSpec
 from specfleet.errors import InputError
 from specfleet.production.canary import CanaryResult
+from specfleet.production.replica_age import Replica
 from specfleet.stats.runs import Metric, RunValue
 from specfleet.stats.samples import CellSample
 from specfleet.stats.variance import NO_REPEATS, NoiseDesign, RunNoise
@@ -140,11 +141,17 @@ def _replica(url: str, flag: str, model: str | None, api_key: str | None, ca_bun
 def canary_setup(baseline: str, candidate: str, model: str | None, api_key: str | None, prompts: Sequence[str],
                  load: CanaryLoad, from_sweep: str | None, arm: str | None, results_dir: Path,
                  slo_ttft_ms: float | None, slo_itl_ms: float | None, ca_bundle: Path | None = None,
-                 insecure: bool = False) -> tuple[list[ServerEndpoint], SweepContext]:
-    """Both replicas answer as OpenAI servers, every prompt set reads, the sweep loads: else one line,
-    exit 2. Credentials in a replica's URL become its Authorization header (``ServerEndpoint.from_url``)."""
-    replicas = [_replica(baseline, "--baseline", model, api_key, ca_bundle, insecure),
-                _replica(candidate, "--candidate", model, api_key, ca_bundle, insecure)]
+                 insecure: bool = False, baseline_twin: str | None = None
+                 ) -> tuple[dict[Replica, ServerEndpoint], SweepContext]:
+    """Every replica (the baseline twin too, where given) answers as an OpenAI server, every prompt
+    set reads, the sweep loads: else one line, exit 2. Credentials in a replica's URL become its
+    Authorization header (``ServerEndpoint.from_url``)."""
+    urls: dict[Replica, tuple[str, str]] = {"baseline": (baseline, "--baseline"),
+                                            "candidate": (candidate, "--candidate")}
+    if baseline_twin is not None:
+        urls["twin"] = (baseline_twin, "--baseline-twin")
+    replicas = {replica: _replica(url, flag, model, api_key, ca_bundle, insecure)
+                for replica, (url, flag) in urls.items()}
     for name in prompts:
         resolve_prompts(name)
     if len({Path(name).stem for name in prompts}) != len(prompts):

@@ -18,20 +18,21 @@ from specfleet.contract.prompts import PromptItem
 from specfleet.gates.scored_set import ScoredSet, score_answers
 from specfleet.measure.acceptance import client_mean_acceptance_length
 from specfleet.production.canary import (
-    REPLICAS,
     AcceptanceFigure,
+    AgeDifference,
     CanaryResult,
     ClassComparison,
     PairedClass,
-    Replica,
     UnusableCell,
     acceptance_figure,
+    age_difference,
     canary_family,
     canary_verdict,
     class_claims,
     compare_class,
     uncompared_class,
 )
+from specfleet.production.replica_age import AgeCoverage, Replica
 from specfleet.results import CellResult
 from specfleet.results.records import RequestRecord
 from specfleet.stats.quality import QualityResult, quality_gate
@@ -46,7 +47,7 @@ from specfleet_tasks.plan.prompt_sets import bundled_dir, resolve_prompts
 from specfleet_tasks.store.parquet import read_records_parquet
 from specfleet_tasks.store.results import ResultsStore
 
-TWO_REPLICAS = "canary: two replicas measured at once; energy is not attributable to either"
+SIDE_BY_SIDE = "canary: replicas measured at once; energy is not attributable to any one of them"
 
 
 def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, context: SweepContext, replica: str,
@@ -61,7 +62,7 @@ def _plan(prompt_class: str, prompts: Sequence[PromptItem], load: CanaryLoad, co
 
 async def _side_by_side(replicas: Sequence[ServerEndpoint], plans: Sequence[CellPlan],
                         store: ResultsStore) -> list[CellResult]:
-    cells = await asyncio.gather(*(measure_cell(endpoint, plan, EnergyWindow(None, TWO_REPLICAS), store)
+    cells = await asyncio.gather(*(measure_cell(endpoint, plan, EnergyWindow(None, SIDE_BY_SIDE), store)
                                    for endpoint, plan in zip(replicas, plans, strict=True)))
     return list(cells)
 
@@ -102,80 +103,120 @@ def _quality(replicas: Sequence[ServerEndpoint], class_name: str, load: CanaryLo
 
 @dataclass(frozen=True)
 class _Measured:
-    """One class's two stored cells and records; ``paired`` when both cells are usable (compared)."""
+    """One class's stored cells and records per replica; ``paired`` (the reference against the
+    candidate) when both their cells are usable (compared); ``aged`` (the baseline against the twin)
+    when a twin was measured and both their cells are usable."""
 
     name: str
     bundled: bool
-    cells: list[CellResult]
-    records: list[list[RequestRecord]]
+    cells: dict[Replica, CellResult]
+    records: dict[Replica, list[RequestRecord]]
+    pair: tuple[Replica, Replica]
+    """The reference replica (the twin, else the baseline) and the candidate."""
     paired: PairedClass | None
+    aged: PairedClass | None
+
+    def pair_records(self) -> list[list[RequestRecord]]:
+        return [self.records[replica] for replica in self.pair]
 
 
 def _compared(measured: _Measured, results: Mapping[str, ClaimResult], claims: Mapping[str, Claim],
-              replicas: Sequence[ServerEndpoint], load: CanaryLoad, context: SweepContext,
+              replicas: Sequence[ServerEndpoint], load: CanaryLoad, context: SweepContext, covered: bool,
               rng: np.random.Generator) -> ClassComparison:
-    """A class both replicas measured usably: its decided claims, acceptance and quality."""
+    """A class both compared replicas measured usably: its decided claims, acceptance and quality."""
     quality = _quality(replicas, measured.name, load, context, rng) if measured.bundled else None
-    (base_acc, _), (cand_acc, cand_per_step) = (_acceptance(recs) for recs in measured.records)
+    (base_acc, _), (cand_acc, cand_per_step) = (_acceptance(recs) for recs in measured.pair_records())
     assert measured.paired is not None
     comparison, decided = class_claims(measured.paired, results, claims, context.slo, context.noise)
     return compare_class(measured.name, comparison, decided, base_acc, cand_acc, cand_per_step,
-                         context.break_even_tokens_per_step, quality, measured.bundled)
+                         context.break_even_tokens_per_step, quality, measured.bundled, covered)
+
+
+def _unusable(measured: _Measured, replicas: Sequence[Replica]) -> dict[Replica, UnusableCell]:
+    return {replica: UnusableCell(replica=replica, status=measured.cells[replica].status,
+                                  reasons=measured.cells[replica].reasons)
+            for replica in replicas if not measured.cells[replica].usable}
 
 
 def _uncompared(measured: _Measured, replicas: Sequence[ServerEndpoint], load: CanaryLoad, context: SweepContext,
                 rng: np.random.Generator) -> ClassComparison:
-    """A class a replica's unusable cell keeps from being compared; what can still be said (the other
-    replica's acceptance, the scored set's answers) is kept, and a replica that cannot answer the
-    scored set then leaves quality None with why."""
-    unusable = {replica: UnusableCell(replica=replica, status=cell.status, reasons=cell.reasons)
-                for replica, cell in zip(REPLICAS, measured.cells, strict=True) if not cell.usable}
+    """A class a compared replica's unusable cell keeps from being compared; what can still be said
+    (the other replica's acceptance, the scored set's answers) is kept, and a replica that cannot
+    answer the scored set then leaves quality None with why."""
+    unusable = _unusable(measured, measured.pair)
     quality, quality_note = None, None
     try:
         quality = _quality(replicas, measured.name, load, context, rng) if measured.bundled else None
     except httpx.HTTPError as err:  # a replica that stopped answering; the class is not compared anyway
         quality_note = f"a replica could not answer the scored set: {type(err).__name__}: {err}"
 
-    def side(replica: Replica, recs: Sequence[RequestRecord]) -> tuple[AcceptanceFigure, float | None]:
+    def side(replica: Replica) -> tuple[AcceptanceFigure, float | None]:
         cell = unusable.get(replica)
-        return _acceptance(recs) if cell is None else (cell.acceptance(), None)
+        return _acceptance(measured.records[replica]) if cell is None else (cell.acceptance(), None)
 
-    (base_acc, _), (cand_acc, cand_per_step) = (side(r, recs) for r, recs in
-                                                zip(REPLICAS, measured.records, strict=True))
+    (base_acc, _), (cand_acc, cand_per_step) = (side(r) for r in measured.pair)
     return uncompared_class(measured.name, list(unusable.values()), base_acc, cand_acc, cand_per_step,
                             context.break_even_tokens_per_step, quality, quality_note, measured.bundled)
 
 
-def run_canary(replicas: Sequence[ServerEndpoint], prompt_sets: Sequence[str], load: CanaryLoad,
-               context: SweepContext, results_dir: Path) -> tuple[CanaryResult, Path]:
-    """Each class side by side on both replicas, then every class's claims decided together, then the
-    verdict; returns it and the canary's folder. A class whose cell is not usable on either replica
-    is stored and reported as not compared."""
+def _measure_class(name: str, prompts: Sequence[PromptItem], replicas: Mapping[Replica, ServerEndpoint],
+                   load: CanaryLoad, context: SweepContext, store: ResultsStore, canary_id: str) -> _Measured:
+    """One class on every replica side by side, stored; paired where the cells allow."""
+    class_name = Path(name).stem
+    plans = {replica: _plan(class_name, prompts, load, context, replica, canary_id) for replica in replicas}
+    cells = dict(zip(plans, run_async(_side_by_side(list(replicas.values()), list(plans.values()), store)),
+                     strict=True))
+    records = {replica: read_records_parquet(store.records_path(plan.key)) for replica, plan in plans.items()}
+
+    def paired(sides: tuple[Replica, Replica]) -> PairedClass | None:
+        if not all(replica in cells and cells[replica].usable for replica in sides):
+            return None
+        reference, candidate = (CellSample.from_records(cells[r], records[r], context.slo) for r in sides)
+        return PairedClass(class_name, reference, candidate, sides)
+
+    pair: tuple[Replica, Replica] = ("twin" if "twin" in replicas else "baseline", "candidate")
+    return _Measured(class_name, Path(name).suffix == "", cells, records, pair, paired(pair),
+                     paired(("baseline", "twin")))
+
+
+def _age_differences(measured: Sequence[_Measured], context: SweepContext) -> dict[str, AgeDifference]:
+    """With a twin: each class's long-running baseline against the twin, decided in a family of its own."""
+    family, claims = canary_family([m.aged for m in measured if m.aged is not None], context.noise_runs,
+                                   context.noise, context.slo, context.analysis)
+    results = family.decide()
+    return {m.name: age_difference(results, claims[m.name]) if m.aged is not None else age_difference(
+        None, None, "; ".join(u.describe() for u in _unusable(m, ("baseline", "twin")).values())) for m in measured}
+
+
+def run_canary(replicas: Mapping[Replica, ServerEndpoint], prompt_sets: Sequence[str], load: CanaryLoad,
+               context: SweepContext, results_dir: Path, age: AgeCoverage) -> tuple[CanaryResult, Path]:
+    """Each class side by side on every replica (baseline, candidate and, where given, the twin),
+    then every class's claims decided together, then the verdict; returns it and the canary's
+    folder. The candidate is compared with the twin where one is given, else with the baseline;
+    the baseline against the twin is each class's age difference. A class whose compared cells
+    are not both usable is stored and reported as not compared."""
     classes = {name: resolve_prompts(name) for name in prompt_sets}
     canary_id = f"canary-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     store = ResultsStore(results_dir, canary_id)
     rng = np.random.default_rng(context.analysis.seed)
-    measured: list[_Measured] = []
-    for name, prompts in classes.items():
-        class_name = Path(name).stem
-        plans = [_plan(class_name, prompts, load, context, replica, canary_id) for replica in REPLICAS]
-        cells = run_async(_side_by_side(replicas, plans, store))
-        records = [read_records_parquet(store.records_path(plan.key)) for plan in plans]
-        paired = (PairedClass(class_name, *(CellSample.from_records(c, recs, context.slo)
-                                            for c, recs in zip(cells, records, strict=True)))
-                  if all(c.usable for c in cells) else None)
-        measured.append(_Measured(class_name, Path(name).suffix == "", cells, records, paired))
+    measured = [_measure_class(name, prompts, replicas, load, context, store, canary_id)
+                for name, prompts in classes.items()]
     family, claims = canary_family([m.paired for m in measured if m.paired is not None], context.noise_runs,
                                    context.noise, context.slo, context.analysis)
     results = family.decide()
-    compared = [_compared(m, results, claims[m.name], replicas, load, context, rng) if m.paired is not None
-                else _uncompared(m, replicas, load, context, rng) for m in measured]
+    aged = _age_differences(measured, context) if "twin" in replicas else {}
+    compared = []
+    for m in measured:
+        pair = [replicas[replica] for replica in m.pair]
+        row = (_compared(m, results, claims[m.name], pair, load, context, age.covered, rng) if m.paired is not None
+               else _uncompared(m, pair, load, context, rng))
+        compared.append(row.model_copy(update={"age_difference": aged.get(m.name)}))
     noise = context.noise["qualified_tokens_per_s"]
-    verdict, reason = canary_verdict(compared, noise.estimated)
+    verdict, reason = canary_verdict(compared, noise.estimated, age.reason)
     result = CanaryResult(
         verdict=verdict, reason=reason, noise_floor=noise.relative_sd,
         noise_source=f"{context.sweep_id}: {noise.source}" if context.sweep_id else noise.source,
         comparisons=len(family.claims) or None, sweep_id=context.sweep_id, arm=context.arm,
-        rollback_server_args=context.rollback_server_args, classes=compared)
+        rollback_server_args=context.rollback_server_args, classes=compared, age=age)
     store.write_json("canary.json", result)
     return result, store.dir

@@ -10,7 +10,8 @@ per-request summaries agree. Steps take ``step_ms``.
 
 Surface: ``GET /health``, ``GET /v1/models``, ``POST /v1/completions`` and
 ``/v1/chat/completions`` (streamed with ``continuous_usage_stats``, or whole), ``GET /metrics``
-(request, token and spec-decode counters, ``vllm:cache_config_info``), ``POST
+(request, token and spec-decode counters, ``vllm:cache_config_info``, ``process_start_time_seconds``;
+every answer carries a ``Date`` header, as vLLM's do), ``POST
 /reset_prefix_cache``, ``--help`` (lists ``--per-request-spec-decode-metrics``), the API key in
 ``VLLM_API_KEY``, TLS with ``--ssl-certfile``/``--ssl-keyfile``. An argument vLLM's server would
 take but this one does not know ends it with exit code 2, as vLLM's parser does.
@@ -29,6 +30,7 @@ import ssl
 import sys
 import time
 from dataclasses import dataclass, field
+from email.utils import formatdate
 
 SETTINGS_ENV = "SPECFLEET_STANDIN_ENGINE"  # specfleet.contract.models.STANDIN_ENGINE_ENV, not imported: start-up
 WORDS = tuple(f" w{i}" for i in range(97))
@@ -73,6 +75,8 @@ class Engine:
     per_request_metrics: bool
     api_key: str | None
     counters: Counters = field(default_factory=Counters)
+    started_at_s: float = field(default_factory=time.time)
+    """Reported as Prometheus's process collector does (``process_start_time_seconds``)."""
 
     def k_now(self) -> int:
         """Draft length for the running batch: the schedule's k where one is set, else the config's."""
@@ -93,6 +97,7 @@ class Engine:
             "# TYPE vllm:prompt_tokens counter", f"vllm:prompt_tokens_total{{{name}}} {float(c.prompt_tokens)}",
             "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total{{{name}}} "
             f"{float(c.generation_tokens)}",
+            "# TYPE process_start_time_seconds gauge", f"process_start_time_seconds {self.started_at_s}",
             "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{name}}} {float(c.running)}",
             "# TYPE vllm:cache_config_info gauge",
             f'vllm:cache_config_info{{block_size="{KV_BLOCK_SIZE}",num_gpu_blocks="{KV_BLOCKS}",'
@@ -175,7 +180,9 @@ def _event(payload: dict[str, object]) -> bytes:
 
 def _head(status: str, kind: str, length: int | None = None) -> bytes:
     size = "Transfer-Encoding: chunked" if length is None else f"Content-Length: {length}"
-    return f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\n{size}\r\nConnection: keep-alive\r\n\r\n".encode()
+    date = formatdate(usegmt=True)
+    return (f"HTTP/1.1 {status}\r\nDate: {date}\r\nContent-Type: {kind}\r\n{size}\r\nConnection: keep-alive"
+            "\r\n\r\n").encode()
 
 
 def _respond(writer: asyncio.StreamWriter, status: str, payload: object, kind: str = "application/json") -> None:
@@ -317,6 +324,7 @@ async def serve(engine: Engine, host: str, port: int, tls: ssl.SSLContext | None
 
 
 def main() -> None:
+    started_at_s = time.time()
     args = _parser().parse_args()
     settings = read_settings(os.environ.get(SETTINGS_ENV, ""))
     time.sleep(settings.startup_s)
@@ -326,7 +334,8 @@ def main() -> None:
         tls.load_cert_chain(args.ssl_certfile, args.ssl_keyfile)
     engine = Engine(settings, args.served_model_name or args.model,
                     json.loads(args.speculative_config) if args.speculative_config else None,
-                    args.per_request_spec_decode_metrics != "none", os.environ.get("VLLM_API_KEY") or None)
+                    args.per_request_spec_decode_metrics != "none", os.environ.get("VLLM_API_KEY") or None,
+                    started_at_s=started_at_s)
     try:
         asyncio.run(serve(engine, args.host, args.port, tls))
     except KeyboardInterrupt:

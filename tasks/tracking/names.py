@@ -247,7 +247,8 @@ def noise_metrics(noise: Iterable[RunNoise]) -> dict[str, float]:
 
 def canary_metrics(result: CanaryResult) -> dict[str, float]:
     """Per class: both replicas' acceptance, the speedups with their intervals (none where the class
-    was not compared: ``canary.json`` says why), the quality difference."""
+    was not compared: ``canary.json`` says why), the quality difference, the twin against the
+    baseline; each replica's age and the compared pair's age gap (none where unknown)."""
     out: dict[str, float] = {}
     for c in result.classes:
         prefix = f"{c.prompt_class}."
@@ -258,12 +259,17 @@ def canary_metrics(result: CanaryResult) -> dict[str, float]:
                                ("qualified_tps_speedup_corrected",
                                 compared.qualified_tps_speedup_corrected if compared else None),
                                ("itl_speedup", compared.itl_speedup if compared else None),
-                               ("quality_difference", c.quality.difference if c.quality else None)):
+                               ("quality_difference", c.quality.difference if c.quality else None),
+                               ("age_difference_tps_speedup",
+                                c.age_difference.qualified_tps_speedup if c.age_difference else None)):
             if interval is not None:
                 for stat in ("estimate", "low", "high"):
                     _put(out, f"{prefix}{name}{'' if stat == 'estimate' else '_' + stat}", getattr(interval, stat))
         _put(out, f"{prefix}break_even_acceptance_length", c.break_even_acceptance)
     _put(out, "noise_floor", result.noise_floor)
     _put(out, "comparisons", result.comparisons)
+    for age in result.age.ages:
+        _put(out, f"{age.replica}_age_s", age.age_s)
+    _put(out, "age_gap_s", result.age.age_gap_s)
     return out
 

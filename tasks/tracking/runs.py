@@ -275,7 +275,8 @@ def log_canary_run(uri: str, experiment_name: str, canary_id: str, result: Canar
     client = MlflowClient(uri)
     experiment = _experiment_id(client, experiment_name)
     tags = {"run_kind": "canary", "canary_id": canary_id, "verdict": result.verdict,
-            **({"hold": result.hold} if result.hold else {}),
+            **({"hold": result.hold} if result.hold else {}), "covered": str(result.age.covered).lower(),
+            **({"twin": "true"} if result.age.twin else {}),
             "reason": result.reason[:5000], **({"sweep_id": result.sweep_id} if result.sweep_id else {})}
     run = client.create_run(experiment, run_name=canary_id, tags=resolve_tags(tags))
     run_id = str(run.info.run_id)

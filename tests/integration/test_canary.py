@@ -7,6 +7,7 @@ holds; bad endpoints and prompts are one line and exit 2."""
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,10 @@ def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
     assert result["verdict"] in ("promote", "hold", "rollback") and result["reason"]
     assert code == (4 if result["verdict"] == "rollback" else 0)
     assert result["sweep_id"] == reference.sweep_id and result["noise_floor"] is not None
+    age = result["age"]
+    assert [a["replica"] for a in age["ages"]] == ["baseline", "candidate"] and not age["twin"]
+    assert all(a["age_s"] >= 0 and a["clock"] == "replica" for a in age["ages"]), age  # read from vLLM's /metrics
+    assert age["covered"] == (age["age_gap_s"] <= age["max_age_gap_s"] == 1800)
     (row,) = result["classes"]
     assert row["prompt_class"] == "code" and row["comparison"] is not None, row["not_compared"]
     speedup = row["comparison"]["qualified_tps_speedup"]
@@ -85,6 +90,24 @@ def test_ngram_against_the_baseline_gives_a_verdict_with_per_class_figures(
     assert "code.qualified_tps_speedup" in run.data.metrics
 
 
+def _check_ages(result: dict[str, Any], launched_s: float, ended_s: float) -> None:
+    """vLLM's ``process_start_time_seconds`` and Date header give each replica's age on its own
+    clock: the twins', started in the test, lie between their launch and the canary's end (the
+    header has whole seconds); the pair compared is of like age, so covered; the long-running
+    baseline against the twin is measured on the class."""
+    ages = {age["replica"]: age for age in result["age"]["ages"]}
+    assert set(ages) == {"baseline", "candidate", "twin"} and all(a["clock"] == "replica" for a in ages.values())
+    for fresh in (ages["candidate"], ages["twin"]):
+        assert launched_s - 2.0 <= fresh["started_at_s"] <= ended_s
+        assert 0.0 <= fresh["age_s"] <= ended_s - launched_s + 2.0
+    assert ages["baseline"]["started_at_s"] <= ages["twin"]["started_at_s"] + 2.0  # started before the twins
+    assert result["age"]["twin"] and result["age"]["covered"] and result["age"]["age_gap_s"] < 60, result["age"]
+    (row,) = result["classes"]
+    difference = row["age_difference"]
+    assert difference["qualified_tps_speedup"] is not None, difference["finding"]
+    assert difference["finding"].startswith("the fresh twin serves ")
+
+
 def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_server: IdleServers,
                                               tmp_path: Path) -> None:
     """Nothing beyond the noise; and where the reference sweep adopted an arm (it may, run to run),
@@ -92,8 +115,12 @@ def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_se
     rightly, for a candidate meant to speculate. Both replicas are started together for this test:
     against the session's baseline server, which had served every test before, a fresh twin was
     1.16x [1.08, 1.24] faster on a loaded CI machine, a real difference between the two servers, not
-    what an A/A test asks. The twin is named with credentials in its URL (vLLM without --api-key
-    ignores them): they reach neither the output, the stored canary, nor MLflow. The sweep's client
+    what an A/A test asks. The session's baseline is measured beside them as the long-running
+    replica with the first twin as its ``--baseline-twin``: the candidate (the second twin) is
+    compared with the first, like with like, and the session's baseline against the first twin is
+    the age difference, measured (``_check_ages``). The candidate is named with credentials in its
+    URL (vLLM without --api-key ignores them): they reach neither the output, the stored canary,
+    nor MLflow. The sweep's client
     lag limit is loosened as in the test above: the A/A claim needs the class compared. So is its
     SLO (``LOOSE_SLO``): two servers and the client on two cores put the ITL of these cells near the
     sweep's 200 ms, where which requests qualify turns on a few milliseconds; the reference sweep,
@@ -101,13 +128,18 @@ def test_two_identical_baseline_replicas_hold(reference: ReferenceSweep, idle_se
     [1.166, 1.801] on SLO-qualified tokens/s in CI). The A/A claim is about the servers, not that."""
     results = tmp_path / "results"
     _sweep_with_lag_limit(reference, results, client_lag_limit_ms=LOOSE_LAG_LIMIT_MS, slo=LOOSE_SLO)
+    long_running = idle_server("baseline")
+    launched_s = time.time()
     idle_server.variants("baseline", "baseline-twin-a", "baseline-twin-b")
     baseline, twin = idle_server("baseline-twin-a"), idle_server("baseline-twin-b")
-    code, result = _canary(reference, baseline.base_url, twin.base_url.replace("http://", f"http://ops:{URL_SECRET}@"),
-                           results_dir=results)
+    code, result = _canary(reference, long_running.base_url,
+                           twin.base_url.replace("http://", f"http://ops:{URL_SECRET}@"),
+                           "--baseline-twin", baseline.base_url, results_dir=results)
     (canary_dir,) = results.glob("canary-*")
     (run,) = [r for r in reference.runs("canary") if r.data.tags["canary_id"] == canary_dir.name]
     assert run.data.params["candidate"] == twin.base_url and URL_SECRET not in json.dumps(result)
+    assert run.data.params["baseline_twin"] == baseline.base_url and run.data.tags["twin"] == "true"
+    _check_ages(result, launched_s, time.time())
     assert not [p for p in canary_dir.rglob("*") if p.is_file() and URL_SECRET.encode() in p.read_bytes()]
     (row,) = result["classes"]
     assert row["comparison"] is not None, row["not_compared"]

@@ -12,6 +12,7 @@ import pytest
 from specfleet.contract.prompts import PromptItem
 from specfleet.measure.telemetry import parse_kv_cache_info, parse_spec_decode_counters
 from specfleet_tasks.arm.probes import greedy_probe
+from specfleet_tasks.canary.ages import read_age
 from specfleet_tasks.engine.distribution import engine_distribution
 from specfleet_tasks.engine.engines import STANDIN_DISTRIBUTION, arm_engine
 from specfleet_tasks.engine.features import engine_accepts_per_request_spec_metrics
@@ -50,6 +51,12 @@ def test_it_is_selected_by_the_environment_and_labelled(servers: tuple[ArmServer
     assert all(s.startup_s is not None and s.startup_s < 30 for s in servers)  # vLLM's take 27-48 s here
     with servers[0].endpoint(MODEL).client(5) as client:
         assert client.get("/v1/models").json()["data"][0]["owned_by"] == STANDIN_DISTRIBUTION
+
+
+def test_it_reports_its_start_as_vllm_does(servers: tuple[ArmServer, ArmServer]) -> None:
+    """``process_start_time_seconds`` and a Date header: each replica's age on its own clock."""
+    ages = [read_age("baseline", s.endpoint(MODEL)) for s in servers]
+    assert all(a.clock == "replica" and a.age_s is not None and 0 <= a.age_s < 60 for a in ages), ages
 
 
 def test_greedy_text_is_the_same_on_every_arm(servers: tuple[ArmServer, ArmServer]) -> None:

@@ -19,13 +19,15 @@ from specfleet_cli.main import app
 from specfleet_flows.canary import CanaryRun, run_and_publish
 from specfleet_tasks.canary.context import CanaryLoad, SweepContext, standalone_context
 from specfleet_tasks.loadgen import ServerEndpoint
+from tests.support.replica_ages import like_ages
 
 runner = CliRunner()
 
 
 def _result(verdict: str) -> CanaryResult:
     return CanaryResult(verdict=verdict, reason=f"{verdict} because", noise_floor=None, noise_source="none",  # type: ignore[arg-type]
-                        sweep_id=None, arm=None, rollback_server_args=["--model", "m"], classes=[])
+                        sweep_id=None, arm=None, rollback_server_args=["--model", "m"], classes=[],
+                        age=like_ages())
 
 
 @pytest.fixture
@@ -59,6 +61,20 @@ def test_a_rollback_exits_4_with_the_verdict_on_stdout_and_the_notes_on_stderr(
     assert result.stderr.splitlines() == ["note: from setup", "note: from MLflow"]
     assert called["load"] == CanaryLoad(None, 2.5, 4, 2, 64, 0.0) and called["prompts"] == ["code", "chat"]
     assert (called["api_key"], called["tracking"], called["insecure"]) == ("k-123", "sqlite:///t.db", True)
+    assert (called["baseline_twin"], called["max_age_gap_s"]) == (None, 1800)  # no twin; 30 minutes
+
+
+def test_a_twin_and_an_age_gap_reach_the_canary_and_a_bad_gap_exits_2(called: dict[str, Any]) -> None:
+    called["verdict"] = "hold"
+    result = runner.invoke(app, _canary("--concurrency", "1", "--baseline-twin", "http://t:3", "--max-age-gap", "2h"))
+    assert result.exit_code == 0, result.output
+    assert "ages: baseline up 1 min, candidate up 1 min (covered: --max-age-gap 30m)" in result.stdout
+    assert (called["baseline_twin"], called["max_age_gap_s"]) == ("http://t:3", 7200)
+    called.clear()
+    result = runner.invoke(app, _canary("--concurrency", "1", "--max-age-gap", "soon"))
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        "error: --max-age-gap: 'soon' is not a duration like 30s, 90m, 7h or 1d")
+    assert "load" not in called
 
 
 @pytest.mark.parametrize("verdict", ["promote", "hold"])
@@ -89,8 +105,9 @@ def test_the_orchestration_labels_the_load_and_orders_the_notes(monkeypatch: pyt
     context = standalone_context(SLOSpec(ttft_ms=1e9, itl_ms=1e9))
     context.notes.append("from setup")
 
-    def setup(baseline: str, candidate: str, *args: object) -> tuple[list[ServerEndpoint], SweepContext]:
-        return [ServerEndpoint.from_url(baseline, "m"), ServerEndpoint.from_url(candidate, "m")], context
+    def setup(baseline: str, candidate: str, *args: object) -> tuple[dict[str, ServerEndpoint], SweepContext]:
+        return {"baseline": ServerEndpoint.from_url(baseline, "m"),
+                "candidate": ServerEndpoint.from_url(candidate, "m")}, context
 
     def publish(result: CanaryResult, canary_dir: Path, experiment: str, tracking: str | None,
                 params: Mapping[str, str]) -> list[str]:
@@ -101,6 +118,7 @@ def test_the_orchestration_labels_the_load_and_orders_the_notes(monkeypatch: pyt
     monkeypatch.setattr(specfleet_flows.canary, "run_canary",
                         lambda *args: (_result("rollback"), tmp_path / "canary-x"))
     monkeypatch.setattr(specfleet_flows.canary, "publish", publish)
+    monkeypatch.setattr(specfleet_flows.canary, "read_ages", lambda replicas: like_ages().ages)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     for load, label in ((CanaryLoad(4, None, 8, 2, 64, 0.0), "c4"), (CanaryLoad(None, 2.5, 8, 2, 64, 0.0), "r2.5/s")):
         run = run_and_publish("http://ops:pw@b:1", "http://c:2", ["code"], load, tmp_path, insecure=True)

@@ -17,15 +17,18 @@ from specfleet.production.canary import (
     ClassComparison,
     UnusableCell,
     acceptance_figure,
+    age_difference,
     canary_verdict,
     compare_class,
     hold_kind,
     uncompared_class,
 )
+from specfleet.production.replica_age import DEFAULT_MAX_AGE_GAP_S, age_coverage
 from specfleet.stats.bootstrap import Interval
 from specfleet.stats.quality import QualityResult, quality_gate
 from specfleet.verdicts.cell import Comparison
 from specfleet.verdicts.rule import Claim, ClaimResult
+from tests.support.replica_ages import aged, like_ages
 
 NONE = AcceptanceFigure(value=None, source="none", requests=0)
 
@@ -51,12 +54,14 @@ def _comparison(tps: tuple[float, float, float], candidate_slo: bool = True) -> 
 
 def _class(tps: tuple[float, float, float], faster: bool = False, slower: bool = False, itl_slower: bool = False,
            accepted: float | None = None, break_even: float | None = None, candidate_slo: bool = True,
-           quality: QualityResult | None = None, scored: bool = True, name: str = "code") -> ClassComparison:
+           quality: QualityResult | None = None, scored: bool = True, name: str = "code",
+           covered: bool = True) -> ClassComparison:
     cand = AcceptanceFigure(value=accepted, source="client_estimate", requests=8) if accepted else NONE
     claims = ClassClaims(_result("faster", faster, tps), _result("slower", slower, tps),
                          _result("itl_slower", itl_slower))
     return compare_class(name, _comparison(tps, candidate_slo), claims, NONE, cand, accepted, break_even,
-                         quality if quality is not None else (_quality([1.0] * 8) if scored else None), scored)
+                         quality if quality is not None else (_quality([1.0] * 8) if scored else None), scored,
+                         covered)
 
 
 def test_a_difference_within_the_noise_holds() -> None:
@@ -184,6 +189,58 @@ def test_a_hold_says_whether_it_is_a_reject_or_inconclusive() -> None:
         "inconclusive"
     assert hold_kind([unscored]) == "reject" and hold_kind([within, _uncompared(SATURATED)]) == "reject"
     held = CanaryResult(verdict="hold", reason="r", noise_floor=None, noise_source="none", sweep_id=None, arm=None,
-                        rollback_server_args=None, classes=[unscored])
+                        rollback_server_args=None, classes=[unscored], age=like_ages())
     assert held.hold == "reject"
     assert CanaryResult.model_validate(held.model_dump() | {"verdict": "promote"}).hold is None
+
+
+APART = age_coverage([aged("baseline", 3 * 86_400 + 2 * 3600), aged("candidate", 660)], DEFAULT_MAX_AGE_GAP_S)
+"""A long-running baseline and a fresh candidate: the sweep's noise does not cover their difference."""
+
+
+def test_replicas_of_unlike_age_neither_promote_nor_roll_back_on_speed() -> None:
+    fast = _class((1.4, 1.3, 1.5), faster=True, covered=False)
+    slow = _class((0.85, 0.80, 0.90), slower=True, itl_slower=True, candidate_slo=False, covered=False)
+    for row in (fast, slow):
+        assert (row.worse, row.better, row.findings) == (False, False, [])
+    assert fast.not_covered_findings[0].startswith("SLO-qualified tokens/s 1.400x [1.300, 1.500], higher")
+    assert len(slow.not_covered_findings) == 3
+    assert "misses the SLO where the baseline meets it" in slow.not_covered_findings
+    assert APART.reason is not None
+    for row in (fast, slow):
+        verdict, reason = canary_verdict([row], noise_estimated=True, not_covered=APART.reason)
+        assert verdict == "hold"
+        assert reason == f"{APART.reason}: nothing is promoted or rolled back on throughput or ITL"
+        result = CanaryResult(verdict=verdict, reason=reason, noise_floor=0.05, noise_source="s", sweep_id="s",
+                              arm=None, rollback_server_args=None, classes=[row], age=APART)
+        assert result.hold == "inconclusive" and not result.age.covered  # a twin could decide it
+    # the same figures, of like age, decide
+    assert canary_verdict([_class((1.4, 1.3, 1.5), faster=True)], noise_estimated=True)[0] == "promote"
+    assert canary_verdict([_class((0.85, 0.80, 0.90), slower=True)], noise_estimated=True)[0] == "rollback"
+
+
+def test_quality_and_the_break_even_roll_back_whatever_the_ages() -> None:
+    """Neither depends on how fast a server is: the reason says so, and what is not covered."""
+    below = _class((1.4, 1.3, 1.5), faster=True, accepted=1.2, break_even=1.5, covered=False)
+    worse_answers = _class((1.0, 0.9, 1.1), quality=_quality([0.0] * 8), covered=False)
+    for row, finding in ((below, "1.20 tokens per step, below the sweep's break-even 1.50"),
+                         (worse_answers, "quality:")):
+        verdict, reason = canary_verdict([row], noise_estimated=True, not_covered=APART.reason)
+        assert verdict == "rollback" and reason.startswith(f"code: {finding}")
+        assert "do not depend on server speed" in reason and reason.endswith(f"not covered: {APART.reason}")
+
+
+def test_the_age_difference_is_the_twin_against_the_baseline_or_why_not() -> None:
+    claims = {key: Claim(key, "canary", 0.0, {}) for key in ("faster", "slower", "itl_faster")}
+    results = {"faster": _result("faster", True, (1.16, 1.08, 1.24)), "slower": _result("slower", False),
+               "itl_faster": _result("itl_faster", False, (1.05, 0.97, 1.13))}
+    measured = age_difference(results, claims)
+    assert measured.finding == ("the fresh twin serves 1.160x [1.080, 1.240] the long-running baseline's "
+                                "SLO-qualified tokens/s: faster, beyond the noise")
+    assert measured.qualified_tps_speedup is not None and measured.qualified_tps_speedup.low == 1.08
+    assert measured.itl_speedup is not None and measured.itl_speedup.estimate == 1.05
+    within = age_difference(results | {"faster": _result("faster", False, (1.02, 0.95, 1.09))}, claims)
+    assert within.finding.endswith(": within the noise")
+    missing = age_difference(None, None, "the baseline's cell is invalid: client saturated")
+    assert missing.qualified_tps_speedup is None and missing.finding == (
+        "not measured: the baseline's cell is invalid: client saturated")

@@ -112,10 +112,14 @@ def test_canary_replicas_over_tls_take_the_ca_bundle_and_the_urls_credentials(tl
     load = CanaryLoad(1, None, 2, 0, 4, 0.0)
     with_credentials = tls_server.url.replace("https://", "https://ops:hunter2@")
     replicas, _ = canary_setup(with_credentials, tls_server.url, None, None, ["code"], load, None, None, tmp_path,
-                               None, None, ca_bundle=tls_server.ca_bundle)
-    assert [(r.base_url, r.model, r.tls_verification) for r in replicas] == [
-        (tls_server.url, "synthetic", "ca bundle")] * 2
-    assert replicas[0].headers() == {"Authorization": "Basic b3BzOmh1bnRlcjI="} and replicas[1].headers() == {}
+                               None, None, ca_bundle=tls_server.ca_bundle, baseline_twin=tls_server.url)
+    assert {name: (r.base_url, r.model, r.tls_verification) for name, r in replicas.items()} == dict.fromkeys(
+        ("baseline", "candidate", "twin"), (tls_server.url, "synthetic", "ca bundle"))
+    assert replicas["baseline"].headers() == {"Authorization": "Basic b3BzOmh1bnRlcjI="}
+    assert replicas["candidate"].headers() == {} == replicas["twin"].headers()
+    with pytest.raises(InputError, match=r"^--baseline-twin http://127\.0\.0\.1:9: unreachable"):
+        canary_setup(with_credentials, tls_server.url, None, None, ["code"], load, None, None, tmp_path, None, None,
+                     ca_bundle=tls_server.ca_bundle, baseline_twin="http://127.0.0.1:9")
     with pytest.raises(InputError, match=r"^--baseline https://127\.0\.0\.1:\d+: TLS certificate not trusted"):
         canary_setup(with_credentials, tls_server.url, None, None, ["code"], load, None, None, tmp_path, None, None)
 

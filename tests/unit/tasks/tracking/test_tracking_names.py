@@ -11,6 +11,7 @@ from specfleet.contract import CellIdentity
 from specfleet.contract.fingerprint import Fingerprint
 from specfleet.gates.quality import QualityCheck
 from specfleet.production.canary import AcceptanceFigure, CanaryResult, UnusableCell, uncompared_class
+from specfleet.production.replica_age import age_coverage
 from specfleet.stats.quality import quality_gate
 from specfleet_tasks.store.results import ResultsStore
 from specfleet_tasks.tracking.names import (
@@ -25,6 +26,7 @@ from specfleet_tasks.tracking.names import (
     quality_metrics,
     quality_tags,
 )
+from tests.support.replica_ages import aged
 from tests.support.sweep_data import load, records, store_cell, write_config
 
 BASE = CellIdentity(arm="baseline", method="baseline", k=None, load_mode="concurrency", load_value=1,
@@ -154,6 +156,8 @@ def test_canary_metrics_of_a_class_not_compared_are_what_was_measured_and_no_spe
     base = AcceptanceFigure(value=1.02, source="client_estimate", requests=12)
     chat = uncompared_class("chat", [saturated], base, saturated.acceptance(), None, 1.4, None)
     result = CanaryResult(verdict="hold", reason="r", noise_floor=None, noise_source="none", sweep_id=None, arm=None,
-                          rollback_server_args=None, classes=[chat])
+                          rollback_server_args=None, classes=[chat],
+                          age=age_coverage([aged("baseline", 600.0), aged("candidate", None)], 1800))
     assert canary_metrics(result) == {"chat.baseline_mean_acceptance_length": 1.02,
-                                      "chat.break_even_acceptance_length": 1.4}  # never a speedup of 0
+                                      "chat.break_even_acceptance_length": 1.4,
+                                      "baseline_age_s": 600.0}  # never a speedup, an age or an age gap of 0

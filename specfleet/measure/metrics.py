@@ -19,6 +19,7 @@ goodput and the error fraction.
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 
 import numpy as np
@@ -52,6 +53,7 @@ time of their own, so they are not in ``chunk_tokens``."""
 
 # --- distribution summaries -------------------------------------------------------
 
+@lru_cache(maxsize=4096)
 def order_statistic_ranks(
     n: int, quantile: float, confidence: float = CI_CONFIDENCE
 ) -> tuple[int | None, int | None]:
@@ -59,6 +61,8 @@ def order_statistic_ranks(
 
     Distribution-free: the number of samples below the true quantile is Binomial(n, q).
     A rank that would fall outside 1..n is None (the sample is too small on that side).
+    Cached: every summary of a cell asks again for the same few sample sizes, and each
+    uncached pair of binomial calls costs about a millisecond.
     """
     tail = (1.0 - confidence) / 2.0
     # l - 1 = largest j with F(j) <= tail; u - 1 = smallest j with F(j) >= 1 - tail.

@@ -26,6 +26,7 @@ from specfleet.measure.metrics import (
 )
 from specfleet.results.cell import SERVER_DIED, CellResult, EnergyReading, PercentileEstimate, judge_cell
 from specfleet.results.records import RequestRecord
+from specfleet.stats.samples import qualified_tokens, qualified_tokens_of
 from tests.support.records import request_record
 
 MS = 1_000_000  # ns per ms: fixtures are written in ms, stored as exact integer ns
@@ -391,3 +392,4 @@ def test_vectorised_metrics_equal_the_per_record_reference(seed: int, statistic:
     assert cell.itl_per_chunk_ms == summarize(want["itl_chunk"])  # type: ignore[arg-type]
     assert cell.itl_per_token_ms == summarize(want["itl_token"])  # type: ignore[arg-type]
     assert cell.chunks_read_together_fraction == want["together"]
+    assert qualified_tokens_of(records, slo).tolist() == [qualified_tokens(r, slo) for r in records]

@@ -41,6 +41,7 @@ from tests.support.resampled_sweep import (
     resampled_cell,
     synthetic_sweep,
 )
+from tests.support.session_cache import built_once, session_folder
 
 pytestmark = pytest.mark.slow  # about 260 sweeps built and decided: minutes on two shared cores
 
@@ -113,11 +114,22 @@ def highest_break_even() -> float:
     return max(source().true_break_evens())
 
 
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """Where ``decided`` keeps its sweeps for every xdist worker: several tests read one ratio's
+    sweeps, and worksteal may hand them to different workers."""
+    return session_folder(tmp_path_factory, worker_id)
+
+
 @cache
-def decided(ratio: float, sweeps: int, design: str = "demo") -> list[Decided]:
-    rng = np.random.default_rng(round(ratio * 1000) + sweeps)
-    src = source(design)
-    return [Decided.of(synthetic_sweep(src, ratio, rng, i).analyse()) for i in range(sweeps)]
+def decided(shared: Path, ratio: float, sweeps: int, design: str = "demo") -> list[Decided]:
+    """``sweeps`` synthetic sweeps at ``ratio``, built and decided once per test session."""
+    def build() -> list[Decided]:
+        rng = np.random.default_rng(round(ratio * 1000) + sweeps)
+        src = source(design)
+        return [Decided.of(synthetic_sweep(src, ratio, rng, i).analyse()) for i in range(sweeps)]
+
+    return built_once(shared, f"decided-{design}-{ratio!r}-{sweeps}", build)
 
 
 @cache
@@ -157,17 +169,18 @@ DESIGNS = ["demo", "deciding"]
 
 
 @pytest.mark.parametrize("design", DESIGNS)
-def test_a_true_saving_of_zero_is_wrongly_adopted_in_at_most_5_percent_of_sweeps(design: str) -> None:
-    at_one, at_half = decided(1.0, NULL_SWEEPS, design), decided(0.5, EDGE_SWEEPS, design)
+def test_a_true_saving_of_zero_is_wrongly_adopted_in_at_most_5_percent_of_sweeps(shared: Path, design: str) -> None:
+    at_one, at_half = decided(shared, 1.0, NULL_SWEEPS, design), decided(shared, 0.5, EDGE_SWEEPS, design)
     wrong = [sum(d.any("adopt") for d in sweeps) for sweeps in (at_one, at_half)]
     assert wrong[0] <= most_wrong(NULL_SWEEPS) and wrong[1] <= most_wrong(EDGE_SWEEPS), wrong
 
 
 @pytest.mark.parametrize("design", DESIGNS)
-def test_a_true_speedup_at_every_break_even_is_wrongly_rejected_in_at_most_5_percent_of_sweeps(design: str) -> None:
+def test_a_true_speedup_at_every_break_even_is_wrongly_rejected_in_at_most_5_percent_of_sweeps(
+        shared: Path, design: str) -> None:
     ratio = highest_break_even()
     assert 1.0 < ratio < 2.0
-    at_edge, at_two = decided(ratio, NULL_SWEEPS, design), decided(2.0, EDGE_SWEEPS, design)
+    at_edge, at_two = decided(shared, ratio, NULL_SWEEPS, design), decided(shared, 2.0, EDGE_SWEEPS, design)
     wrong = [sum(d.any("reject", not_a_policy) for d in sweeps) for sweeps in (at_edge, at_two)]
     assert wrong[0] <= most_wrong(NULL_SWEEPS) and wrong[1] <= most_wrong(EDGE_SWEEPS), wrong
 
@@ -193,17 +206,17 @@ FIRST_NIGHT = ("the rule on a first night of the demo design: two baseline serve
                                                         "sweeps, each arm rejected at the mix in 30-32 %")),
 ])
 def test_a_true_2x_or_half_speed_arm_is_decided_at_the_mix_in_80_percent_of_first_nights(
-        ratio: float, verdict: str) -> None:
+        shared: Path, ratio: float, verdict: str) -> None:
     """A true 2x arm adopted, a true 0.5x arm rejected, at the mix on a first night."""
-    _assert_decided_at_the_mix(decided(ratio, EDGE_SWEEPS), verdict)
+    _assert_decided_at_the_mix(decided(shared, ratio, EDGE_SWEEPS), verdict)
 
 
 @pytest.mark.parametrize(("ratio", "verdict"), [(2.0, "adopt"), (0.5, "reject")])
 def test_with_four_server_lives_per_arm_a_first_night_decides_a_true_2x_or_half_speed_arm_at_the_mix(
-        ratio: float, verdict: str) -> None:
+        shared: Path, ratio: float, verdict: str) -> None:
     """The server part that keeps today's design from deciding is each arm's one server life; over
     four (``DECIDING``) it averages out of the mix and a first night decides."""
-    _assert_decided_at_the_mix(decided(ratio, EDGE_SWEEPS, "deciding"), verdict)
+    _assert_decided_at_the_mix(decided(shared, ratio, EDGE_SWEEPS, "deciding"), verdict)
 
 
 def _assert_decided_at_the_mix(sweeps: list[Decided], verdict: str) -> None:

@@ -66,8 +66,9 @@ def _config(root: Path) -> Path:
 
 def _recorded_sweep(config: Path, results: Path) -> str:
     """The config's sweep, planned and finished from recorded cells: every request 16 tokens in
-    chunks 40 ms apart, one token a chunk on the baseline and two on the draft arm (k=2), so the
-    draft doubles the SLO-qualified tokens/s at every level and repeat. Its id."""
+    chunks 40 ms apart, one token a chunk on the baseline and two on the draft arm (k=2), in cell
+    windows of 6 s and 3 s, so the draft doubles the SLO-qualified tokens/s at every level and
+    repeat. Its id."""
     plan = plan_sweep(config, None, results)
     for key, ident in plan.cells.items():
         per_chunk = 1 if ident.k is None else 2

@@ -438,10 +438,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verdict-nightly", type=int, default=25, help="with --verdicts: nightly sweeps per ratio")
     parser.add_argument("--truths", help="with --verdicts: only these truths, by name, ';'-separated")
     parser.add_argument("--quick", action="store_true", help="with --verdicts: a few sweeps per ratio (a test)")
+    parser.add_argument("--nights", action="store_true", help="with --verdicts: instead, consecutive nights of the "
+                        "nightly shape decided as continued sweeps (analysis.nights; benchmarks/decision_nights.py)")
+    parser.add_argument("--nights-sequences", type=int, default=40, help="with --nights: sequences per ratio")
     args = parser.parse_args(argv)
     console = Console(width=160)
     if args.verdicts:
-        return run_verdicts(console, args)
+        return run_nights_verdicts(console, args) if args.nights else run_verdicts(console, args)
     started = time.monotonic()
     noise = real_noise(stored_sweeps(args.sweeps))
     if args.server_share is not None:
@@ -551,6 +554,57 @@ def run_verdicts(console: Console, args: argparse.Namespace) -> int:
                      note=f"SIMULATED sweeps of the planned {args.shapes} designs, {per} sweeps per ratio; noise "
                      f"{noise.source}; full tables: {out.name}")
     return 0
+
+
+NIGHTS_BENCHMARK = "decision_calibration_nights"
+
+
+def run_nights_verdicts(console: Console, args: argparse.Namespace) -> int:
+    """Sequences of consecutive nights per truth and ratio; the record under benchmarks/results/."""
+    from benchmarks.decision_nights import nights_goals, nights_truths, run_nights
+
+    noise = verdict_noise(args.sweeps)
+    console.print(f"noise: tau {noise.tau:.3f} (server {noise.server_var:.5f}, run {noise.run_var:.5f}); "
+                  f"{noise.source}", highlight=False)
+    sequences = 2 if args.quick else args.nights_sequences
+    truths = nights_truths(args.truths)
+    settings = [run_nights(truth, noise, sequences, args.seed, lambda line: console.print(line, highlight=False))
+                for truth in (truths[:1] if args.quick else truths)]
+    met = nights_goals(settings) if not args.quick else []
+    record = {"benchmark": "decision_calibration --verdicts --nights",
+              "label": "SIMULATED sequences of nightly sweeps on the planned design",
+              "machine": _machine(), "commit": _commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "noise": {"server_var": noise.server_var, "run_var": noise.run_var, "tau": noise.tau,
+                        "source": noise.source},
+              "sequences_per_ratio": sequences, "quick": args.quick, "settings": settings, "goals": met,
+              "met": all(bool(g["met"]) for g in met) if met else None}
+    _nights_tables(console, settings, met)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = args.json or results_dir() / NIGHTS_BENCHMARK / "detail" / f"decision-nights-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    console.print(f"full tables: {out}", highlight=False)
+    if met:
+        write_result(NIGHTS_BENCHMARK, "; ".join(str(g["goal"]) for g in met), record["met"],
+                     {_figure_name(g): _percent(g["figure"]) for g in met},
+                     note=f"SIMULATED sequences of the planned nightly design, {sequences} sequences per ratio; "
+                     f"noise {noise.source}; full tables: {out.name}")
+    return 0
+
+
+def _nights_tables(console: Console, settings: Sequence[dict[str, Any]], met: Sequence[dict[str, Any]]) -> None:
+    for s in settings:
+        table = Table(title=f"{s['shape']} over {s['looks']} nights ({s['spending']} spending) / {s['truth']['name']}: "
+                      "arms at the mix decided by look k (adopt/reject), any wrong adopt, any wrong reject")
+        for column in ("ratio", "x", *(f"look {k}" for k in range(1, s["looks"] + 1)), "wrong adopt", "wrong reject"):
+            table.add_column(column)
+        for label, r in s["ratios"].items():
+            looks = [f"{look['adopt']:.0%}/{look['reject']:.0%}" for look in r["looks"]]
+            wrong = ["-" if r[k] is None else f"{r[k]:.1%}" for k in ("wrong_adopt", "wrong_reject")]
+            table.add_row(label, f"{r['ratio']:.3f}", *looks, *wrong)
+        console.print(table)
+    for g in met:
+        console.print(f"goal: {g['goal']}: {g['figure']} -> {'met' if g['met'] else 'NOT met'}", highlight=False)
 
 
 def _percent(share: object) -> float | None:

@@ -23,7 +23,7 @@ the break-even; wrong reject: a reject at or above it.
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +38,9 @@ from specfleet.planning.power import (
     plan_power,
     planned_claims,
 )
-from specfleet.stats.runs import RunValue
+from specfleet.stats.runs import ConfigKey, RunValue
 from specfleet.stats.variance import NoiseDesign, RunNoise
-from specfleet.verdicts.rule import Claim, ClaimKind, Family
+from specfleet.verdicts.rule import Claim, ClaimKind, Family, Verdict
 from specfleet_tasks.plan.power import planned_servers
 from specfleet_tasks.store.config import load_sweep_config
 
@@ -100,15 +100,28 @@ class Layout:
     cov_terms: tuple[FloatArray, FloatArray, FloatArray]
     """The noise estimate's sampling covariance = s^2 A + s e B + e^2 C (quadratic in the parts)."""
     history: int
+    night_runs: int
+    """The runs of one night (the first ``nights * night_runs`` runs are the sequence's)."""
 
 
-def layout(shape: str, history: bool) -> Layout:
+def layout(shape: str, history: bool, nights: int = 1) -> Layout:
+    """``nights`` > 1: a look of a sequence (``analysis.nights``), the runs of its ``nights - 1``
+    earlier looks first (each night's server lives its own, as ``sequence_runs`` names them) and
+    read by its claims, the noise history last."""
     config = load_sweep_config(SHAPES[shape])
     servers = planned_servers(config)
-    runs, index = design_runs(servers)
+    runs: list[RunValue] = []
+    index: dict[tuple[str, ConfigKey], list[int]] = {}
+    own: list[RunValue] = []
+    for night in range(nights):
+        own, where = design_runs(servers)
+        for key, members in where.items():
+            index.setdefault(key, []).extend(len(runs) + i for i in members)
+        runs += [r if night == nights - 1 else replace(r, label=f"night-{night}: {r.label}",
+                                                       server=f"night-{night}/{r.server}") for r in own]
     baseline = next(arm.arm for arm, *_ in servers if arm.is_baseline)
     sweeps = config.analysis.noise_history if history else 0
-    runs += history_runs(runs, baseline, sweeps)
+    runs += history_runs(own, baseline, sweeps)
     claims = [(key, kind, arm, w) for key, kind, arm, _, _, _, w in planned_claims(config, servers, index, baseline)]
     weights = np.zeros((len(claims), len(runs)))
     for j, (*_, w) in enumerate(claims):
@@ -124,7 +137,7 @@ def layout(shape: str, history: bool) -> Layout:
     b = design.covariance(np.array([1.0, 1.0])) - a - c
     return Layout(config, runs, claims, weights, np.array([names[r.server] for r in runs]),
                   np.array([r.arm != baseline and not r.arm.startswith("earlier-") for r in runs]), age, design,
-                  (a, b, c), sweeps)
+                  (a, b, c), sweeps, len(own))
 
 
 def _draw(rng: np.random.Generator, tails: str, size: int) -> FloatArray:
@@ -162,11 +175,12 @@ def sweep_noise(lay: Layout, y: FloatArray, confidence: float) -> RunNoise:
                     relative_sd_low=None, relative_sd_high=None, confidence=confidence, source="simulated")
 
 
-def decide(lay: Layout, y: FloatArray) -> dict[str, str]:
+def decide(lay: Layout, y: FloatArray, confidence: float | None = None) -> dict[str, Verdict]:
+    """Every claim's verdict, at ``confidence`` (None: the config's)."""
     analysis = lay.config.analysis
+    level = analysis.confidence if confidence is None else confidence
     runs = [RunValue(r.metric, r.label, r.arm, r.config, r.server, float(v)) for r, v in zip(lay.runs, y, strict=True)]
-    family = Family(runs, {METRIC: sweep_noise(lay, y, analysis.confidence)}, analysis.confidence,
-                    analysis.error_control, analysis.seed)
+    family = Family(runs, {METRIC: sweep_noise(lay, y, level)}, level, analysis.error_control, analysis.seed)
     estimates = lay.weights @ y
     for (key, kind, _, w), estimate in zip(lay.claims, estimates, strict=True):
         family.add(Claim(key, kind, float(estimate), w))
@@ -182,7 +196,7 @@ class Counts:
     wrong_adopt: int = 0
     wrong_reject: int = 0
 
-    def add(self, lay: Layout, found: dict[str, str], theta: float) -> None:
+    def add(self, lay: Layout, found: dict[str, Verdict], theta: float) -> None:
         self.sweeps += 1
         for key, kind, *_ in lay.claims:
             self.verdicts[kind][found[key]] += 1

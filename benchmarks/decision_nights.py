@@ -2,12 +2,13 @@
 sequences of consecutive nightly sweeps, each decided as the product decides a continued sweep
 (``analysis.nights``, ``specfleet.verdicts.sequential``).
 
-A sequence has the config's K looks. Night k is a fresh sweep of the planned design (new server
-lives) drawn from the truth; look k pools it with the runs of the sequence's earlier nights, which
-its claims read as more runs of the same configurations (``decision_verdicts.layout`` with
-``nights=k``), decides every claim in one ``Family`` at ``LookPlan.confidence_at(k)``, and keeps
-each verdict an earlier look decided (``carried``). Per look: the share of arms at the mix decided
-so far; over the sequence: the rate of any wrong adopt and of any wrong reject of any claim.
+A sequence has the nightly config's K looks (``DEFAULT_LOOKS`` where it sets none). Night k is a
+fresh sweep of the planned design (new server lives) drawn from the truth; look k pools it with the
+runs of the sequence's earlier nights, which its claims read as more runs of the same configurations
+(``decision_verdicts.layout`` with ``nights=k``), decides every claim in one ``Family`` at
+``LookPlan.confidence_at(k)``, and keeps each verdict an earlier look decided (``carried``). Per
+look: the share of arms at the mix decided so far; over the sequence: the rate of any wrong adopt
+and of any wrong reject of any claim.
 """
 
 import math
@@ -26,6 +27,7 @@ from benchmarks.decision_verdicts import (
     layout,
     simulate,
 )
+from specfleet.contract.checks import NightsSpec
 from specfleet.verdicts.rule import Verdict
 from specfleet.verdicts.sequential import LookPlan, carried
 
@@ -34,14 +36,15 @@ NIGHTS_TRUTHS = ("model, first night", "model, with history", "t3 tails, first n
 """A sequence's noise history is fixed (other sweeps than its looks'); "first night": none."""
 LOG_TAUS = {"-3 tau": -3.0, "at break-even": 0.0, "+1 tau": 1.0, "+2 tau": 2.0, "+3 tau": 3.0}
 GOAL = 0.05
+DEFAULT_LOOKS = NightsSpec(looks=5, spending="obrien_fleming")
+"""The sequence tried where the nightly config decides each night alone."""
 
 
 def looks_of(truth: Truth) -> tuple[LookPlan, list[Layout]]:
-    """The nightly config's plan of looks and the layout of each look (look k: k nights' runs)."""
+    """The plan of looks (the nightly config's ``analysis.nights``, else ``DEFAULT_LOOKS``) and the
+    layout of each look (look k: k nights' runs)."""
     config = layout(SHAPE, truth.history).config
-    nights = config.analysis.nights
-    if nights is None:
-        raise ValueError(f"{SHAPE}: the config has no analysis.nights")
+    nights = config.analysis.nights or DEFAULT_LOOKS
     plan = LookPlan(nights.looks, config.analysis.confidence, nights.spending)
     return plan, [layout(SHAPE, truth.history, k) for k in range(1, plan.max_looks + 1)]
 

@@ -543,17 +543,23 @@ def run_verdicts(console: Console, args: argparse.Namespace) -> int:
               "sweeps_per_ratio": per, "quick": args.quick, "settings": settings, "goals": met,
               "met": all(bool(g["met"]) for g in met) if met else None}
     _verdict_tables(console, settings, met)
+    _publish(console, args.json, VERDICTS_BENCHMARK, "decision-verdicts", record, met,
+             f"SIMULATED sweeps of the planned {args.shapes} designs, {per} sweeps per ratio; noise {noise.source}")
+    return 0
+
+
+def _publish(console: Console, json_out: Path | None, benchmark: str, detail: str, record: dict[str, Any],
+             met: Sequence[dict[str, Any]], note: str) -> None:
+    """The full tables to ``json_out`` (else the benchmark's detail folder) and, when goals were
+    checked, the record under benchmarks/results/."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = args.json or results_dir() / VERDICTS_BENCHMARK / "detail" / f"decision-verdicts-{stamp}.json"
+    out = json_out or results_dir() / benchmark / "detail" / f"{detail}-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2), encoding="utf-8")
     console.print(f"full tables: {out}", highlight=False)
     if met:
-        write_result(VERDICTS_BENCHMARK, "; ".join(str(g["goal"]) for g in met), record["met"],
-                     {_figure_name(g): _percent(g["figure"]) for g in met},
-                     note=f"SIMULATED sweeps of the planned {args.shapes} designs, {per} sweeps per ratio; noise "
-                     f"{noise.source}; full tables: {out.name}")
-    return 0
+        write_result(benchmark, "; ".join(str(g["goal"]) for g in met), record["met"],
+                     {_figure_name(g): _percent(g["figure"]) for g in met}, note=f"{note}; full tables: {out.name}")
 
 
 NIGHTS_BENCHMARK = "decision_calibration_nights"
@@ -579,16 +585,9 @@ def run_nights_verdicts(console: Console, args: argparse.Namespace) -> int:
               "sequences_per_ratio": sequences, "quick": args.quick, "settings": settings, "goals": met,
               "met": all(bool(g["met"]) for g in met) if met else None}
     _nights_tables(console, settings, met)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    out = args.json or results_dir() / NIGHTS_BENCHMARK / "detail" / f"decision-nights-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2), encoding="utf-8")
-    console.print(f"full tables: {out}", highlight=False)
-    if met:
-        write_result(NIGHTS_BENCHMARK, "; ".join(str(g["goal"]) for g in met), record["met"],
-                     {_figure_name(g): _percent(g["figure"]) for g in met},
-                     note=f"SIMULATED sequences of the planned nightly design, {sequences} sequences per ratio; "
-                     f"noise {noise.source}; full tables: {out.name}")
+    _publish(console, args.json, NIGHTS_BENCHMARK, "decision-nights", record, met,
+             f"SIMULATED sequences of the planned nightly design, {sequences} sequences per ratio; "
+             f"noise {noise.source}")
     return 0
 
 
